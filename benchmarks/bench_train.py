@@ -1,0 +1,157 @@
+"""Training speed of the NPLM: examples/s, GFLOP/s as a fraction of this machine's matmul peak,
+and (when PyTorch is installed) the same model and update in PyTorch on the same threads.
+
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_train.py [--seconds 5] [--threads 2]
+
+Shapes of Table 1: MLP1 (n 5, h 50, m 60, direct) and MLP9 (n 5, h 100, m 30, no direct), with
+|V| = 17,907, at batch 128 and batch 1. One "update" is the full training step of
+:meth:`NPLM.sgd_update` (forward, softmax, backward, SGD with weight decay on all of C, H, U, W).
+FLOPs counted per example: 6 |V| D for the output layer (forward, dL/d[a x], dL/d[U W]; D = h +
+(n-1)m with direct connections, h without) + 6 h (n-1)m for the hidden layer. The peak is the
+best of a few 2048 x 2048 float32 numpy matmuls. The machine is shared: timings are noisy, run twice.
+Targets at batch 128: >= 65% of the matmul peak, >= 1.25x PyTorch's examples/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def _threads_from_argv() -> int:
+    # thread pools are sized when numpy / torch load: set the env vars before importing them
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return int(sys.argv[i + 1])
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+    return int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))
+
+
+THREADS = _threads_from_argv()
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = str(THREADS)
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from nplm_edu.model import NPLM, NPLMConfig  # noqa: E402
+
+V = 17_907
+SHAPES = {"MLP1": dict(n=5, h=50, m=60, direct=True), "MLP9": dict(n=5, h=100, m=30, direct=False)}
+
+
+def flops_per_example(n, h, m, direct) -> float:
+    D = h + (n - 1) * m if direct else h
+    return 6.0 * V * D + 6.0 * h * (n - 1) * m
+
+
+def matmul_peak(seconds: float) -> float:
+    """GFLOP/s of the best 2048^3 float32 matmul (numpy's BLAS, the same threads)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 2048, 2048), dtype=np.float32)
+    out = np.empty_like(a)
+    np.matmul(a, b, out=out)
+    best, t_end = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        t = time.perf_counter()
+        np.matmul(a, b, out=out)
+        best = max(best, 2 * 2048 ** 3 / (time.perf_counter() - t) / 1e9)
+    return best
+
+
+def batches(K, n, count, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(rng.integers(0, V, (K, n - 1)), rng.integers(0, V, K)) for _ in range(count)]
+
+
+def time_loop(step, data, seconds: float, min_steps: int) -> float:
+    """Examples/s of ``step`` over the data (cycled) for about ``seconds`` after 2 warm-up steps."""
+    for c, t in data[:2]:
+        step(c, t)
+    done, i, t0 = 0, 0, time.perf_counter()
+    while True:
+        c, t = data[i % len(data)]
+        step(c, t)
+        done += len(t)
+        i += 1
+        if i >= min_steps and time.perf_counter() - t0 > seconds:
+            break
+    return done / (time.perf_counter() - t0)
+
+
+def bench_numpy(shape, K, seconds):
+    model = NPLM(NPLMConfig(V=V, dtype="float32", seed=0, **shape))
+    data = batches(K, shape["n"], 16)
+    return time_loop(lambda c, t: model.sgd_update(c, t, 1e-3, 1e-4), data, seconds, 5)
+
+
+def bench_torch(shape, K, seconds):
+    import torch
+
+    torch.set_num_threads(THREADS)
+    torch.manual_seed(0)
+    n, h, m, direct = shape["n"], shape["h"], shape["m"], shape["direct"]
+    nm1 = (n - 1) * m
+    C = torch.nn.Embedding(V, m)
+    hid = torch.nn.Linear(nm1, h)  # H, d
+    U = torch.nn.Linear(h, V)  # U, b
+    W = torch.nn.Linear(nm1, V, bias=False) if direct else None
+    decayed = [C.weight, hid.weight, U.weight] + ([W.weight] if direct else [])
+    opt = torch.optim.SGD([{"params": decayed, "weight_decay": 1e-4},
+                           {"params": [hid.bias, U.bias], "weight_decay": 0.0}], lr=1e-3)
+
+    def step(c, t):
+        c = torch.from_numpy(c[:, ::-1].copy())
+        t = torch.from_numpy(t)
+        x = C(c).reshape(len(t), nm1)
+        y = U(torch.tanh(hid(x)))
+        if direct:
+            y = y + W(x)
+        loss = torch.nn.functional.cross_entropy(y, t)
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        opt.step()
+
+    data = batches(K, n, 16)
+    return time_loop(step, data, seconds, 5)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
+    ap.add_argument("--threads", type=int, default=THREADS, help="BLAS / torch threads (default OMP_NUM_THREADS)")
+    ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+    args = ap.parse_args()
+    try:
+        if args.no_torch:
+            raise ImportError
+        import torch  # noqa: F401
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    from nplm_edu import model as model_module
+
+    print(f"threads {THREADS}; numpy {np.__version__}; fused BLAS gemm update: "
+          f"{'yes' if model_module._GEMM else 'no (numpy fallback)'}; torch: "
+          f"{torch.__version__ if have_torch else 'not installed (skipped)'}")
+    peak = matmul_peak(min(args.seconds, 3.0))
+    print(f"float32 matmul peak (2048^3, best): {peak:.1f} GFLOP/s")
+    print(f"{'shape':6} {'batch':>5} {'ours ex/s':>10} {'GFLOP/s':>8} {'of peak':>8}"
+          + (f" {'torch ex/s':>10} {'ours/torch':>10}" if have_torch else ""))
+    for name, shape in SHAPES.items():
+        for K in (128, 1):
+            secs = args.seconds if K > 1 else args.seconds / 2
+            ours = bench_numpy(shape, K, secs)
+            gf = ours * flops_per_example(**shape) / 1e9
+            line = f"{name:6} {K:5d} {ours:10.0f} {gf:8.1f} {gf / peak:8.1%}"
+            if have_torch:
+                theirs = bench_torch(shape, K, secs)
+                line += f" {theirs:10.0f} {ours / theirs:10.2f}"
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Data-parallel training on shared memory, without locks (section 3.1 of the paper).
+
+P worker processes each run SGD on their own disjoint slice of the training examples and write
+their updates straight into one copy of the parameters in shared memory
+(``multiprocessing.shared_memory``), asynchronously and without any lock: two workers may
+read-modify-write the same number at once, and one of the updates is then lost. The paper found
+that this noise did not hurt, whereas the locked version (``locked=True`` here: a
+``multiprocessing.Lock`` held while a worker writes its update) spent its time waiting.
+
+Each worker's step is :class:`OutputBlockSGD` with M = 1 (one block: the whole output layer), so
+the update is the serial trainer's; only the interleaving differs. Workers are forked (Linux).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import time
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+
+import numpy as np
+
+from .output_block import OutputBlockSGD, epoch_batches
+
+
+@dataclass
+class HogwildResult:
+    params: dict  # final parameters {C, H, d, U, W, b} (private copies)
+    workers: int
+    locked: bool
+    examples: int  # training examples seen, all workers together
+    updates: int  # parameter updates, all workers together
+    seconds: float  # wall-clock time from the first worker's start to the last one's end
+
+    @property
+    def updates_per_s(self) -> float:
+        return self.updates / self.seconds
+
+
+def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, errors) -> None:
+    """SGD over this worker's slice, writing into the shared parameters (in trainer.state)."""
+    try:
+        for j, batch in enumerate(epoch_batches(idx, trainer.K)):
+            trainer.t = j * P + w  # about the global number of updates so far (for lr_t)
+            trainer.step(contexts[batch], targets[batch])
+    except BaseException as exc:  # noqa: BLE001 -- report to the parent, which raises
+        errors.put(f"worker {w}: {type(exc).__name__}: {exc}")
+        raise
+
+
+def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, workers: int = 2,
+                  examples: int | None = None, batch_size: int = 1, lr: float = 1e-3, r: float = 1e-8,
+                  weight_decay: float = 0.0, locked: bool = False, seed: int = 0,
+                  trainer_out: list | None = None) -> HogwildResult:
+    """Train on ``examples`` windows drawn without replacement (seeded order), split into
+    ``workers`` disjoint slices, one process each, sharing the parameters (section 3.1).
+
+    ``params`` is not modified; the result holds the trained parameters. If ``trainer_out`` is a
+    list, an M = 1 :class:`OutputBlockSGD` holding the final parameters is appended (for
+    evaluation with ``.perplexity``)."""
+    N = len(targets)
+    examples = N if examples is None else min(int(examples), N)
+    order = np.random.default_rng(seed).permutation(N)[:examples]
+    slices = np.array_split(order, workers)  # disjoint slices of the data, one per worker
+    ctx = mp.get_context("fork")
+    trainer = OutputBlockSGD(params, lr=lr, r=r, weight_decay=weight_decay, batch_size=batch_size)
+    trainer.lock = ctx.Lock() if locked else None
+    blocks = []
+    try:
+        for name, arr in trainer.state.items():  # move every parameter into shared memory
+            shm = shared_memory.SharedMemory(create=True, size=max(arr.nbytes, 1))
+            blocks.append(shm)
+            shared = np.ndarray(arr.shape, arr.dtype, buffer=shm.buf)
+            shared[...] = arr
+            trainer.state[name] = shared
+        errors = ctx.SimpleQueue()
+        procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, errors))
+                 for w, s in enumerate(slices)]
+        t0 = time.perf_counter()
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        seconds = time.perf_counter() - t0
+        if any(p.exitcode != 0 for p in procs):
+            msg = errors.get() if not errors.empty() else f"exit codes {[p.exitcode for p in procs]}"
+            raise RuntimeError(f"a hogwild worker failed: {msg}")
+        for name in trainer.state:  # private copies before the shared memory goes away
+            trainer.state[name] = np.array(trainer.state[name])
+    finally:
+        for shm in blocks:
+            shm.close()
+            shm.unlink()
+    trainer.lock = None
+    if trainer_out is not None:
+        trainer_out.append(trainer)
+    updates = sum(math.ceil(len(s) / batch_size) for s in slices)
+    return HogwildResult(trainer.gather(), workers, locked, examples, updates, seconds)
