@@ -55,8 +55,7 @@ test-book: book  ## the book builds with no warnings
 
 notebooks: venv  ## execute every notebook in place and store its outputs (after changing a chapter)
 	@for nb in book/*.ipynb; do echo ">> executing $$nb"; \
-	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
-	    --ExecutePreprocessor.timeout=900 "$$nb" || exit 1; done
+	  $(VENV)/bin/jupyter execute --inplace --timeout=900 "$$nb" || exit 1; done
 
 bench: venv  ## run the benchmarks (minutes; results printed, not asserted)
 	@for b in benchmarks/bench_*.py; do echo ">> $$b"; $(PY) $$b || exit 1; done

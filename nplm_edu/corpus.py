@@ -34,7 +34,7 @@ BROWN_FIX = "python -m nltk.downloader brown"
 class Vocabulary:
     """Words <-> ids. Ids are in order of decreasing corpus frequency, ``<unk>`` included by count.
 
-    >>> v = Vocabulary.build(np.array("a b a c a b d".split()), min_count=2)
+    >>> v = Vocabulary.build(np.array("a b a c a b b d".split()), min_count=2)
     >>> v.words, v.unk
     (['a', 'b', '<unk>'], 2)
     >>> v.encode("a d b".split()).tolist(), v.decode([1, 0])
@@ -254,6 +254,8 @@ def resolve_split(total: int, train: float | int, valid: float | int) -> tuple[i
         if isinstance(x, float):
             if not 0 < x < 1:
                 raise UserError(f"the {what} fraction must be between 0 and 1, got {x}")
+            if round(x * total) < 1:
+                raise UserError(f"a {what} fraction of {x} leaves no {what} tokens in a corpus of {total} tokens")
             return int(round(x * total))
         if x <= 0:
             raise UserError(f"the {what} split must be positive, got {x}")

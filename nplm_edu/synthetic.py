@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .corpus import PARAGRAPH, TEXT
+from .errors import UserError
 
 # class name -> words. Order matters only for reproducibility of the draws.
 CLASSES: dict[str, list[str]] = {
@@ -57,7 +58,7 @@ def generate(n_tokens: int = 30_000, seed: int = 0,
     (40, 'animal', 'aux-past')
     """
     if n_tokens < 1:
-        raise ValueError("n_tokens must be positive")
+        raise UserError(f"the synthetic corpus needs at least 1 token, got {n_tokens}")
     rng = np.random.default_rng(seed)
     S = n_tokens // 8 + 2  # sentences: about 9.5 tokens each, so this always suffices
     C = {k: np.array(v, dtype=object) for k, v in CLASSES.items()}

@@ -1,0 +1,157 @@
+"""The command line, run as users run it: ``python -m nplm_edu ...`` in a subprocess.
+
+Bad input must give exactly one line on stderr, exit status 2 and no traceback.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nplm_edu.corpus import PARAGRAPH, TEXT, brown_source, load_corpus
+from nplm_edu.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _has_brown() -> bool:
+    try:
+        brown_source()
+        return True
+    except UserError:
+        return False
+
+
+needs_brown = pytest.mark.skipif(
+    not _has_brown(), reason="the Brown corpus is not in NLTK_DATA (python -m nltk.downloader brown)")
+
+
+def run(*args, env=None, check_ok=True):
+    p = subprocess.run([sys.executable, "-m", "nplm_edu", *args], capture_output=True, text=True,
+                       cwd=ROOT, env={**os.environ, **(env or {})}, timeout=300)
+    if check_ok:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def assert_user_error(p, *needles):
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    assert p.stdout == ""
+
+
+# --------------------------------------------------------------------------- corpus info
+
+def test_info_synthetic():
+    out = run("corpus", "info").stdout
+    assert "30,000 tokens" in out and "|V| = 47" in out
+    assert "24,000" in out and "3,000" in out
+
+
+@needs_brown
+def test_info_brown():
+    out = run("corpus", "info", "--corpus", "brown").stdout
+    assert "1,177,359 tokens" in out and "|V| = 17,907" in out
+    for n in ("800,000", "200,000", "177,359"):
+        assert n in out
+
+
+# --------------------------------------------------------------------------- corpus export
+
+def _check_export(corpus, out: Path):
+    words = np.array(corpus.vocab.words, dtype=object)
+    for s in ("train", "valid", "test"):
+        text = (out / f"{s}.txt").read_text(encoding="utf-8")
+        lines = text.splitlines()
+        assert text.endswith("\n")
+        # the tokens, joined, are exactly the split's stream, vocabulary-mapped
+        assert text.split() == words[corpus.split(s)].tolist()
+        # one line per paragraph: every line but perhaps the last (cut by the split) ends at a
+        # mark, and no line has a paragraph mark inside it
+        for line in lines[:-1]:
+            toks = line.split()
+            assert toks[-1] in (PARAGRAPH, TEXT), line[-40:]
+            assert PARAGRAPH not in toks[:-2]
+        n_par = int(np.sum(words[corpus.split(s)] == PARAGRAPH))
+        last_open = lines[-1].split()[-1] not in (PARAGRAPH, TEXT)
+        assert len(lines) == n_par + last_open
+
+
+def test_export_synthetic(tmp_path):
+    out = tmp_path / "syn"
+    p = run("corpus", "export", "--out", str(out), "--corpus-seed", "2")
+    assert p.stdout.count("wrote") == 3
+    _check_export(load_corpus("synthetic", seed=2), out)
+
+
+@needs_brown
+def test_export_brown(tmp_path):
+    out = tmp_path / "brown"
+    run("corpus", "export", "--corpus", "brown", "--out", str(out))
+    _check_export(load_corpus("brown"), out)
+
+
+# --------------------------------------------------------------------------- bad input
+
+def test_brown_missing(tmp_path):
+    empty = tmp_path / "nltk_data"
+    empty.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    p = run("corpus", "info", "--corpus", "brown", env={"NLTK_DATA": str(empty), "HOME": str(home)},
+            check_ok=False)
+    assert_user_error(p, "python -m nltk.downloader brown")
+
+
+def test_bad_files(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    blank = tmp_path / "blank.txt"
+    blank.write_bytes(b" \n\t\n  \n")
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("caf\u00e9 cr\u00e8me\n".encode("latin-1"))
+    env = {"NPLM_EDU_CACHE": str(tmp_path / "cache")}
+    assert_user_error(run("corpus", "info", "--corpus", str(tmp_path / "nope.txt"), env=env, check_ok=False),
+                      "nope.txt")
+    assert_user_error(run("corpus", "info", "--corpus", str(empty), env=env, check_ok=False), "empty")
+    assert_user_error(run("corpus", "info", "--corpus", str(blank), env=env, check_ok=False), "whitespace")
+    assert_user_error(run("corpus", "info", "--corpus", str(latin), env=env, check_ok=False), "UTF-8")
+
+
+@pytest.mark.parametrize("args", [
+    ["--train-size", "0.95", "--valid-size", "0.1"],   # fractions adding up to more than 1
+    ["--train-size", "40000"],                         # more tokens than the corpus has
+    ["--train-size", "20000", "--valid-size", "10000"],  # counts that leave no test set
+    ["--train-size", "abc"],                           # not a number
+    ["--train-size", "0"],
+    ["--valid-size", "-0.1"],
+    ["--train-size", "1.5"],
+    ["--min-count", "0"],
+    ["--synthetic-tokens", "0"],
+])
+def test_bad_splits_and_options(args):
+    assert_user_error(run("corpus", "info", *args, check_ok=False))
+
+
+@needs_brown
+def test_bad_split_brown():
+    assert_user_error(run("corpus", "info", "--corpus", "brown", "--train-size", "1200000", check_ok=False),
+                      "1177359")
+
+
+@pytest.mark.parametrize("cmd", [[], ["corpus"], ["corpus", "info"], ["corpus", "export"]])
+def test_help(cmd):
+    p = run(*cmd, "--help")
+    assert p.stdout.startswith("usage:")
+
+
+def test_missing_subcommand_is_a_usage_error():
+    p = run("corpus", check_ok=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
