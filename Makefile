@@ -11,8 +11,7 @@ ifeq ($(origin NLTK_DATA), undefined)
     export NLTK_DATA := $(abspath ../shared/nltk_data)
   endif
 endif
-# One kernel per notebook; BLAS threads follow the machine (2 cores).
-export MPLBACKEND := Agg
+# (No MPLBACKEND here: notebooks need the inline backend to store their figures.)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: help venv book test test-unit test-notebooks test-book notebooks bench browser-check clean

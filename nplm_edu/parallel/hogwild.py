@@ -32,36 +32,42 @@ class HogwildResult:
     examples: int  # training examples seen, all workers together
     updates: int  # parameter updates, all workers together
     seconds: float  # wall-clock time from the first worker's start to the last one's end
+    train_nll: float  # mean NLL of the examples, each measured just before its own update
 
     @property
     def updates_per_s(self) -> float:
         return self.updates / self.seconds
 
 
-def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, errors) -> None:
+def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0: int, errors) -> None:
     """SGD over this worker's slice, writing into the shared parameters (in trainer.state)."""
     try:
+        total = 0.0
         for j, batch in enumerate(epoch_batches(idx, trainer.K)):
-            trainer.t = j * P + w  # about the global number of updates so far (for lr_t)
-            trainer.step(contexts[batch], targets[batch])
+            trainer.t = t0 + j * P + w  # about the global number of updates so far (for lr_t)
+            total += trainer.step(contexts[batch], targets[batch]) * len(batch)
+        errors.put(("ok", total))  # this worker's summed training NLL
     except BaseException as exc:  # noqa: BLE001 -- report to the parent, which raises
-        errors.put(f"worker {w}: {type(exc).__name__}: {exc}")
+        errors.put(("error", f"worker {w}: {type(exc).__name__}: {exc}"))
         raise
 
 
 def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, workers: int = 2,
                   examples: int | None = None, batch_size: int = 1, lr: float = 1e-3, r: float = 1e-8,
-                  weight_decay: float = 0.0, locked: bool = False, seed: int = 0,
+                  weight_decay: float = 0.0, locked: bool = False, seed: int = 0, order=None, t0: int = 0,
                   trainer_out: list | None = None) -> HogwildResult:
     """Train on ``examples`` windows drawn without replacement (seeded order), split into
     ``workers`` disjoint slices, one process each, sharing the parameters (section 3.1).
 
-    ``params`` is not modified; the result holds the trained parameters. If ``trainer_out`` is a
+    ``order``: the example indices to visit (default: a permutation drawn from ``seed``); ``t0``:
+    updates done before (for lr_t). ``params`` is not modified; the result holds the trained parameters. If ``trainer_out`` is a
     list, an M = 1 :class:`OutputBlockSGD` holding the final parameters is appended (for
     evaluation with ``.perplexity``)."""
     N = len(targets)
     examples = N if examples is None else min(int(examples), N)
-    order = np.random.default_rng(seed).permutation(N)[:examples]
+    if order is None:
+        order = np.random.default_rng(seed).permutation(N)[:examples]
+    examples = len(order)
     slices = np.array_split(order, workers)  # disjoint slices of the data, one per worker
     ctx = mp.get_context("fork")
     trainer = OutputBlockSGD(params, lr=lr, r=r, weight_decay=weight_decay, batch_size=batch_size)
@@ -75,7 +81,7 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
             shared[...] = arr
             trainer.state[name] = shared
         errors = ctx.SimpleQueue()
-        procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, errors))
+        procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, t0, errors))
                  for w, s in enumerate(slices)]
         t0 = time.perf_counter()
         for p in procs:
@@ -83,9 +89,12 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
         for p in procs:
             p.join()
         seconds = time.perf_counter() - t0
-        if any(p.exitcode != 0 for p in procs):
-            msg = errors.get() if not errors.empty() else f"exit codes {[p.exitcode for p in procs]}"
+        reports = [errors.get() for _ in range(len(procs)) if not errors.empty()]
+        failed = [msg for kind, msg in reports if kind == "error"]
+        if failed or any(p.exitcode != 0 for p in procs):
+            msg = failed[0] if failed else f"exit codes {[p.exitcode for p in procs]}"
             raise RuntimeError(f"a hogwild worker failed: {msg}")
+        train_nll = sum(v for _, v in reports) / examples
         for name in trainer.state:  # private copies before the shared memory goes away
             trainer.state[name] = np.array(trainer.state[name])
     finally:
@@ -96,4 +105,30 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
     if trainer_out is not None:
         trainer_out.append(trainer)
     updates = sum(math.ceil(len(s) / batch_size) for s in slices)
-    return HogwildResult(trainer.gather(), workers, locked, examples, updates, seconds)
+    return HogwildResult(trainer.gather(), workers, locked, examples, updates, seconds, train_nll)
+
+
+def run(args, model, corpus, config) -> dict:
+    """The command line's ``--parallel hogwild --workers P``: each epoch's examples (the serial
+    trainer's order) split over P forked workers sharing the parameters; history and checkpoints
+    as the serial trainer writes them. Updates are asynchronous, so runs are not bit-reproducible."""
+    from . import fit
+
+    P = args.workers
+    tr_ctx, tr_tgt = corpus.windows("train", model.order)
+    current = {"params": {k: v.copy() for k, v in model.params.items()}}
+
+    def run_epoch(order, step):
+        out = []
+        res = train_hogwild(current["params"], tr_ctx, tr_tgt, workers=P, batch_size=config.batch,
+                            lr=config.lr, r=config.decay_rate, weight_decay=config.weight_decay,
+                            order=order, t0=step, trainer_out=out)
+        current["params"], current["trainer"] = res.params, out[0]
+        return res.train_nll, res.updates, {"updates_per_s": res.updates_per_s}
+
+    def perplexity(contexts, targets):
+        return current["trainer"].perplexity(contexts, targets)
+
+    info = {"algorithm": "hogwild", "workers": P}
+    return fit(model, corpus, config, args.out, run_epoch, perplexity, lambda: current["params"],
+               info=info, quiet=args.quiet)

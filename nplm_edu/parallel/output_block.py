@@ -29,6 +29,7 @@ With ``comm=None`` (M = 1) nothing is imported from MPI and the code runs serial
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 import traceback
@@ -36,20 +37,20 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..errors import UserError
+from ..model import gemm_update, segment_sum
+
 
 def block_range(V: int, M: int, i: int) -> tuple[int, int]:
-    """Output units [start, stop) owned by CPU i of M (section 3.2): start = i*ceil(|V|/M)."""
+    """Output units [start, stop) owned by CPU i of M (section 3.2): start = i*ceil(|V|/M),
+    length min(ceil(|V|/M), |V| - start).
+
+    >>> [block_range(23, 3, i) for i in range(3)]
+    [(0, 8), (8, 16), (16, 23)]
+    """
     size = math.ceil(V / M)
     start = min(i * size, V)
     return start, start + max(0, min(size, V - start))
-
-
-def segment_sum(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sum the rows (N, m) that share an id -> (unique ids, sums): a sort and ``np.add.reduceat``."""
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-    return sorted_ids[starts], np.add.reduceat(rows[order], starts, axis=0)
 
 
 class OutputBlockSGD:
@@ -61,7 +62,8 @@ class OutputBlockSGD:
     ``gather()`` reassembles the full parameters on rank 0.
 
     ``t`` counts updates (the t of lr_t = lr0 / (1 + r t)); ``timers`` holds seconds spent in
-    Allreduce calls ("comm") and in the whole of :meth:`step` ("total"), measured in the loop.
+    Allreduce calls ("comm"), in this rank's output block's arithmetic ("block": y, softmax, the
+    block's gradients and update) and in the whole of :meth:`step` ("total"), measured in the loop.
     ``lock``: optional lock held while the parameters are written (hogwild's locked variant).
     """
 
@@ -88,7 +90,7 @@ class OutputBlockSGD:
                       "UW": np.ascontiguousarray(UW, dtype=self.dtype).copy(),
                       "b": np.array(params["b"][blk])}
         self.t = 0
-        self.timers = {"comm": 0.0, "total": 0.0}
+        self.timers = {"comm": 0.0, "block": 0.0, "total": 0.0}  # seconds, measured in step
         self._alloc(self.K)
 
     # ----------------------------------------------------------------- buffers and MPI
@@ -127,28 +129,34 @@ class OutputBlockSGD:
         np.matmul(x, P["H"].T, out=a)  # o = H x  (k, h)
         a += P["d"]  # o = d + H x
         np.tanh(a, out=a)  # a = tanh(o)  (replicated on every rank)
+        tb = time.perf_counter()
         np.matmul(z[:, :self.D], P["UW"].T, out=y)  # y_j = U_j a + W_j x  (k, B)
         y += P["b"]  # + b_j
         if y.shape[1]:
             y.max(axis=1, out=Q)  # this block's maxima
         else:
             Q.fill(-np.inf)  # an empty block (|V| < M ceil(|V|/M)) contributes nothing
+        self.timers["block"] += time.perf_counter() - tb
         self._allreduce(Q, "MAX")  # Q = max over all |V| units   (k,)
         y -= Q[:, None]
         own = np.flatnonzero((targets >= self.start) & (targets < self.stop))  # examples whose w_t is here
         rows_t, cols_t = own, targets[own] - self.start
         g[:, -1] = 0
         g[rows_t, -1] = y[rows_t, cols_t]  # y_{w_t} - Q, summed over ranks with the backward message
+        tb = time.perf_counter()
         np.exp(y, out=y)  # e_j = exp(y_j - Q)
         y.sum(axis=1, out=S)  # s = sum_j e_j over this block
+        self.timers["block"] += time.perf_counter() - tb
         self._allreduce(S, "SUM")  # S = sum over all |V| units   (k,)
+        tb = time.perf_counter()
         y /= S[:, None]  # p_j  (k, B)
+        self.timers["block"] += time.perf_counter() - tb
         return ids, z, y, S, g, rows_t, cols_t
 
     # ----------------------------------------------------------------- one update
-    def step(self, contexts: np.ndarray, targets: np.ndarray) -> float:
-        """One SGD update on a minibatch (K = len(targets) <= batch_size). Returns its mean NLL
-        (before the update), known on every rank."""
+    def step(self, contexts: np.ndarray, targets: np.ndarray, lr: float | None = None) -> float:
+        """One SGD update on a minibatch (any K = len(targets)) with learning rate ``lr`` (default
+        lr0 / (1 + r t)). Returns its mean NLL (before the update), known on every rank."""
         t0 = time.perf_counter()
         k, h, nm = len(targets), self.h, self.nm
         if k > self.Kbuf:
@@ -156,14 +164,15 @@ class OutputBlockSGD:
         P = self.state
         ids, z, gy, S, g, rows_t, cols_t = self._forward(contexts, targets)
         # backward through softmax + mean NLL, own block: dL/dy_j = (p_j - 1[j = w_t]) / k
+        tb = time.perf_counter()
         gy[rows_t, cols_t] -= 1
         gy *= self.dtype.type(1.0 / k)
         # backward through y = [U W] [a x] + b: this block's share of dL/d[a x]
         np.matmul(gy, P["UW"], out=g[:, :self.D])  # (k, h + (n-1)m) partial sums
         if not self.direct:
             g[:, h:h + nm] = 0
-        gUW = gy.T @ z[:, :self.D]  # dL/d[U W]_j  (B, D) own block
         gb = gy.sum(axis=0)  # dL/db_j  (B,)
+        self.timers["block"] += time.perf_counter() - tb
         self._allreduce(g, "SUM")  # one message: dL/da, dL/dx (direct part), y_{w_t} - Q
         loss = float(np.mean(np.log(S.astype(np.float64)) - g[:, -1]))  # -log p(w_t), mean over k
         # backward through a = tanh(o), replicated: dL/do = (1 - a^2) dL/da
@@ -175,12 +184,14 @@ class OutputBlockSGD:
         gd = go.sum(axis=0)  # (h,)
         words, gCw = segment_sum(ids.ravel(), gx.reshape(-1, self.m))  # backward through the look-up
         # update: p <- p - lr (g + wd p) for C, H, U, W; p <- p - lr g for b, d
-        lr = self.lr_at(self.t)
+        lr = self.lr_at(self.t) if lr is None else lr
         keep = 1.0 - lr * self.wd
         with self.lock if self.lock is not None else _nolock():
-            P["UW"] *= keep
-            P["UW"] -= lr * gUW
+            tb = time.perf_counter()
+            # [U W]_j <- keep [U W]_j - lr dL/dy^T [a x]: one fused GEMM, the gradient never stored
+            gemm_update(P["UW"], gy, z[:, :self.D], alpha=-lr, beta=keep)
             P["b"] -= lr * gb
+            self.timers["block"] += time.perf_counter() - tb
             P["H"] *= keep
             P["H"] -= lr * gH
             P["d"] -= lr * gd
@@ -192,11 +203,14 @@ class OutputBlockSGD:
         return loss
 
     # ----------------------------------------------------------------- evaluation and results
-    def total_nll(self, contexts: np.ndarray, targets: np.ndarray) -> float:
-        """Sum of -log P(w_t | context) over all windows, computed in parallel (forward only)."""
+    def total_nll(self, contexts: np.ndarray, targets: np.ndarray, batch: int = 1024) -> float:
+        """Sum of -log P(w_t | context) over all windows, computed in parallel (forward only,
+        ``batch`` windows per round of collectives)."""
+        if self.Kbuf < batch:
+            self._alloc(batch)
         total = 0.0
-        for i in range(0, len(targets), self.Kbuf):
-            c, w = np.asarray(contexts[i:i + self.Kbuf]), np.asarray(targets[i:i + self.Kbuf])
+        for i in range(0, len(targets), batch):
+            c, w = np.asarray(contexts[i:i + batch]), np.asarray(targets[i:i + batch])
             _, _, _, S, g, _, _ = self._forward(c, w)
             yt = self.yt[:len(w)]
             yt[:] = g[:, -1]
@@ -245,9 +259,9 @@ class OutputBlockSGD:
 
     def split_times(self) -> dict:
         """Seconds in Allreduce ("comm") and the rest of step ("compute"), and the comm share."""
-        total, comm = self.timers["total"], self.timers["comm"]
-        return {"total": total, "comm": comm, "compute": total - comm,
-                "comm_share": comm / total if total else 0.0}
+        total, comm, block = self.timers["total"], self.timers["comm"], self.timers["block"]
+        return {"total": total, "comm": comm, "compute": total - comm, "block": block,
+                "replicated": total - comm - block, "comm_share": comm / total if total else 0.0}
 
 
 @contextmanager
@@ -295,7 +309,55 @@ def abort_on_error(comm):
         if comm is None or isinstance(exc, SystemExit) and not exc.code:
             raise
         rank = comm.Get_rank()
-        sys.stderr.write(f"[rank {rank}] ")
-        traceback.print_exc(file=sys.stderr)
+        # one write, the error first: mpiexec forwards it before the abort tears the job down
+        msg = f"[rank {rank}] {type(exc).__name__}: {exc}\n" + traceback.format_exc()
         sys.stderr.flush()
-        comm.Abort(2 if type(exc).__name__ == "UserError" else 1)
+        os.write(2, msg.encode(errors="replace"))
+        time.sleep(0.5)  # let mpiexec's proxy forward stderr before the job is killed
+        code = 2 if isinstance(exc, UserError) else 1
+        comm.Abort(code)
+        os._exit(code)  # Abort may return on a rank the job is already tearing down: never carry on
+
+
+def run(args, model, corpus, config) -> dict:
+    """The command line's ``--parallel output-block``: the serial trainer's epochs, order and learning
+    rates, each update done by the M ranks of this MPI job; rank 0 writes history and checkpoints.
+    An error on any rank aborts the whole job (no rank is left waiting in a collective)."""
+    from ..train import learning_rate
+    from . import fit
+
+    comm = world()
+    size = 1 if comm is None else comm.Get_size()
+    if getattr(args, "workers", 1) not in (1, size):
+        raise UserError(f"--parallel output-block runs on the processes mpiexec starts: use `mpiexec -n "
+                        f"{args.workers} python -m nplm_edu train --parallel output-block ...` (this run has {size})")
+    with abort_on_error(comm):
+        trainer = OutputBlockSGD(model.params, lr=config.lr, r=config.decay_rate,
+                                 weight_decay=config.weight_decay, batch_size=config.batch, comm=comm)
+        tr_ctx, tr_tgt = corpus.windows("train", model.order)
+        if trainer.rank != 0:
+            args.quiet = True  # one rank speaks
+        quiet = args.quiet
+
+        def run_epoch(order, step):
+            before = dict(trainer.timers)
+            total, updates = 0.0, 0
+            for j, idx in enumerate(epoch_batches(order, config.batch)):
+                loss = trainer.step(tr_ctx[idx], tr_tgt[idx], lr=learning_rate(config.lr, config.decay_rate, step + j))
+                if not math.isfinite(loss):
+                    from ..train import TrainingDiverged
+
+                    raise TrainingDiverged(f"the training loss became {loss} at update {step + j}; "
+                                           "try a smaller learning rate")
+                total += loss * len(idx)
+                updates += 1
+            spent = {k: trainer.timers[k] - before[k] for k in before}
+            return total / len(order), updates, {"comm_seconds": spent["comm"],
+                                                 "compute_seconds": spent["total"] - spent["comm"]}
+
+        info = {"algorithm": "output-block", "ranks": trainer.size}
+        if not quiet:
+            print(f"output blocks over {trainer.size} MPI rank(s): rank 0 owns output units "
+                  f"{trainer.start}..{trainer.stop - 1}", flush=True)
+        return fit(model, corpus, config, args.out, run_epoch, trainer.perplexity, trainer.gather,
+                   rank=trainer.rank, info=info, quiet=quiet)

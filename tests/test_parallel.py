@@ -1,0 +1,188 @@
+"""Tests of section 3's parallel trainers: exactness against the serial trainer under real MPI,
+a failing rank ending the job, hogwild on shared memory, and the command line."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nplm_edu.model import NPLM, NPLMConfig
+from nplm_edu.parallel.output_block import OutputBlockSGD, block_range
+from nplm_edu.train import sgd_step
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = Path(__file__).parent / "mpi_scripts"
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+def mpiexec(n, *args, timeout=120):
+    """Run `mpiexec -n n python args...`; returns (CompletedProcess, seconds)."""
+    t0 = time.monotonic()
+    proc = subprocess.run([str(MPIEXEC), "-n", str(n), sys.executable, *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=ENV, cwd=ROOT)
+    return proc, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("V,M", [(23, 1), (23, 2), (23, 3), (23, 4), (50, 3), (9, 4), (3, 4)])
+def test_blocks_cover_the_vocabulary_once(V, M):
+    # e.g. |V| = 23, M = 3: ceil(23/3) = 8 -> [0, 8), [8, 16), [16, 23)
+    blocks = [block_range(V, M, i) for i in range(M)]
+    assert blocks[0][0] == 0 and blocks[-1][1] == V
+    assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+    assert all(stop - start <= -(-V // M) for start, stop in blocks)
+
+
+def test_block_range_matches_the_paper_example():
+    # |V| = 23, M = 3: start = i * ceil(23/3) = 0, 8, 16; lengths 8, 8, 23 - 16 = 7
+    assert [block_range(23, 3, i) for i in range(3)] == [(0, 8), (8, 16), (16, 23)]
+
+
+@pytest.mark.parametrize("direct,K", [(True, 1), (False, 4)])
+def test_serial_run_equals_serial_trainer(direct, K):
+    """M = 1 without mpiexec: 10 updates equal NPLM.loss_and_grads + train.sgd_step to 1e-6 relative."""
+    cfg = NPLMConfig(V=23, n=4, m=5, h=6, direct=direct, dtype="float64", seed=1)
+    rng = np.random.default_rng(0)
+    ctx, tgt = rng.integers(0, 23, size=(60, 3)), rng.integers(0, 23, size=60)
+    ref = NPLM(cfg)
+    tr = OutputBlockSGD(NPLM(cfg).params, lr=0.05, r=1e-3, weight_decay=1e-3, batch_size=K)
+    for t in range(10):
+        idx = slice(t * K, (t + 1) * K)
+        loss_ref, grads = ref.loss_and_grads(ctx[idx], tgt[idx])
+        sgd_step(ref.params, grads, 0.05 / (1 + 1e-3 * t), 1e-3)
+        loss = tr.step(ctx[idx], tgt[idx])
+        assert loss == pytest.approx(loss_ref, rel=1e-12)
+    par = tr.gather()
+    assert set(par) == set(ref.params)
+    for k in ref.params:
+        np.testing.assert_allclose(par[k], ref.params[k], rtol=1e-6, atol=1e-12 * np.abs(ref.params[k]).max())
+    assert np.abs(par["U"] - NPLM(cfg).params["U"]).max() > 1e-3  # the updates did move the parameters
+
+
+def test_perplexity_equals_the_model():
+    cfg = NPLMConfig(V=23, n=3, m=4, h=5, dtype="float64", seed=2)
+    rng = np.random.default_rng(1)
+    ctx, tgt = rng.integers(0, 23, size=(37, 2)), rng.integers(0, 23, size=37)
+    tr = OutputBlockSGD(NPLM(cfg).params, batch_size=8)
+    assert tr.perplexity(ctx, tgt) == pytest.approx(NPLM(cfg).perplexity(ctx, tgt), rel=1e-12)
+
+
+@pytest.mark.parametrize("M", [2, 3, 4])
+def test_mpi_run_equals_serial_trainer(M):
+    """Under mpiexec -n M (4: oversubscribed on 2 cores), with and without direct connections, for
+    |V| = 23 and 50 that M does not always divide, K = 1 and K > 1: gathered parameters after 12
+    updates equal the serial trainer's to 1e-6 relative (the script prints one line per case)."""
+    proc, _ = mpiexec(M, SCRIPTS / "exactness.py", 12)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(f"M={M} ")]
+    assert len(lines) == 4 and all(ln.endswith("OK") for ln in lines), proc.stdout
+
+
+def _in_use(path: Path) -> bool:
+    """True if a live process has ``path`` mapped (so it is not a leftover)."""
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            if str(path) in maps.read_text():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.fixture
+def no_leaked_mpich_shm():
+    """An aborted MPICH job leaves its shared-memory segment in /dev/shm: remove the ones that
+    appeared during the test and that no live process maps."""
+    shm = Path("/dev/shm")
+    before = set(shm.glob("mpich_shm_*")) if shm.is_dir() else set()
+    yield
+    for f in set(shm.glob("mpich_shm_*")) - before if shm.is_dir() else ():
+        if not _in_use(f):
+            f.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("mode,launcher", [("abort", []), ("plain", ["-m", "mpi4py"])])
+def test_failing_rank_ends_the_job(mode, launcher, no_leaked_mpich_shm):
+    """Rank 1 raises at its 4th update while rank 0 waits in an Allreduce: the job must end (well
+    within 60 s) with a non-zero status and rank 1's error on stderr, not hang."""
+    proc, seconds = mpiexec(2, *launcher, SCRIPTS / "fail.py", mode, timeout=90)
+    assert proc.returncode != 0
+    assert seconds < 60
+    assert "rank 1 failed on purpose at update 3" in proc.stderr
+    assert "finished without the error" not in proc.stdout
+
+
+def _small_corpus():
+    from nplm_edu.corpus import load_corpus
+
+    return load_corpus("synthetic", synthetic_tokens=6000)
+
+
+@pytest.mark.parametrize("locked", [False, True])
+def test_hogwild_trains_and_frees_shared_memory(locked):
+    from nplm_edu.parallel.hogwild import train_hogwild
+
+    c = _small_corpus()
+    cfg = NPLMConfig(V=c.V, n=3, m=8, h=16, seed=0)
+    ctx, tgt = c.windows("train", 3)
+    vc, vt = c.windows("valid", 3)
+    before = set(os.listdir("/dev/shm"))
+    out = []
+    res = train_hogwild(NPLM(cfg).params, ctx, tgt, workers=2, examples=3000, batch_size=4, lr=0.1,
+                        locked=locked, trainer_out=out)
+    assert set(os.listdir("/dev/shm")) - before == set()  # every shared block unlinked
+    assert res.updates == 750 and res.examples == 3000  # 2 workers x 1500 examples / K = 4
+    assert np.all(np.isfinite(res.params["U"]))
+    untrained = OutputBlockSGD(NPLM(cfg).params).perplexity(vc, vt)
+    assert out[0].perplexity(vc, vt) < 0.6 * untrained  # both workers' updates reached the parameters
+
+
+def _train_cli():
+    """`-m nplm_edu` once train.PARALLEL has the section-3 entries; until then a script that adds them."""
+    from nplm_edu import train as T
+
+    return ["-m", "nplm_edu"] if "output-block" in T.PARALLEL else [SCRIPTS / "cli_train.py"]
+
+
+CLI_COMMON = ["train", "--corpus", "synthetic", "--synthetic-tokens", "6000", "--n", "3", "--h", "8", "--m", "6",
+              "--epochs", "2", "--batch", "8", "--lr", "0.1", "--dtype", "float64", "--quiet"]
+
+
+def test_cli_output_block_matches_serial_cli(tmp_path):
+    """`mpiexec -n 2 python -m nplm_edu train --parallel output-block` writes the serial run's history
+    and checkpoint (parameters equal to 1e-6 relative in float64)."""
+    import json
+
+    ser = subprocess.run([sys.executable, *map(str, _train_cli()), *CLI_COMMON, "--out", str(tmp_path / "ser")],
+                         capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+    assert ser.returncode == 0, ser.stderr
+    par, _ = mpiexec(2, *_train_cli(), *CLI_COMMON, "--out", tmp_path / "par", "--parallel", "output-block")
+    assert par.returncode == 0, par.stderr
+    hs, hp = (json.loads((tmp_path / d / "history.json").read_text()) for d in ("ser", "par"))
+    assert hp["parallel"] == {"algorithm": "output-block", "ranks": 2}
+    for es, ep in zip(hs["epochs"], hp["epochs"], strict=True):
+        assert ep["updates"] == es["updates"]
+        assert ep["train_ppl"] == pytest.approx(es["train_ppl"], rel=1e-9)
+        assert ep["valid_ppl"] == pytest.approx(es["valid_ppl"], rel=1e-9)
+    a, b = np.load(tmp_path / "ser" / "checkpoint.npz"), np.load(tmp_path / "par" / "checkpoint.npz")
+    assert sorted(a.files) == sorted(b.files)
+    for k in a.files:
+        if k.startswith(("param/", "best/")):
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-6, atol=1e-12)
+
+
+def test_cli_hogwild_trains(tmp_path):
+    """`python -m nplm_edu train --parallel hogwild --workers 2` writes a history and a checkpoint."""
+    import json
+
+    proc = subprocess.run([sys.executable, *map(str, _train_cli()), *CLI_COMMON, "--out", str(tmp_path),
+                           "--parallel", "hogwild", "--workers", "2"], capture_output=True, text=True, env=ENV,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    h = json.loads((tmp_path / "history.json").read_text())
+    assert h["parallel"] == {"algorithm": "hogwild", "workers": 2} and len(h["epochs"]) == 2
+    assert h["epochs"][1]["valid_ppl"] < h["epochs"][0]["train_ppl"]  # it learned: first-epoch average > end
+    assert (tmp_path / "checkpoint.npz").exists()
