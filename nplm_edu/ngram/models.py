@@ -46,6 +46,9 @@ class RecursiveNgram(LanguageModel):
     def fit(self, train_ids, ngrams: NgramCounts | None = None) -> "RecursiveNgram":
         """Count every order of ``train_ids`` (or reuse ``ngrams`` of at least this order) and
         precompute, per order, the discounted numerators and each context's c(h .) and gamma(h)."""
+        if ngrams is not None and (ngrams.order < self.order or ngrams.V != self.V):
+            raise UserError(f"counts of order {ngrams.order}, |V| = {ngrams.V} cannot serve a model of "
+                            f"order {self.order}, |V| = {self.V}")
         self.ngrams = ngrams if ngrams is not None else NgramCounts(train_ids, self.order, self.V)
         self.num, self.denom, self.gamma, self.D = [None], [None], [None], [None]
         for k in range(1, self.order + 1):
@@ -92,10 +95,11 @@ class RecursiveNgram(LanguageModel):
         return out
 
     def level_rows(self, contexts: np.ndarray, up_to: int | None = None):
-        """Yield the full rows p_k(. | h) for k = 0..up_to, each (K, |V|) (a fresh array each time)."""
+        """Yield the full rows p_k(. | h) for k = 0..up_to, each (K, |V|). The same array is updated in
+        place from one order to the next (no copies of a possibly large array): use it before advancing."""
         K = len(contexts)
         P = np.full((K, self.V), 1.0 / self.V)  # (K, |V|)
-        yield P.copy()
+        yield P
         for k in range(1, (self.order if up_to is None else up_to) + 1):
             h = self.context_ids(contexts, k)
             hs = np.maximum(h, 0)
@@ -104,7 +108,7 @@ class RecursiveNgram(LanguageModel):
             i, e = self.ngrams.ranges(k, h[r])  # every k-gram extending those contexts
             rows[i, self.ngrams.keys[k][e] % self.V] += self.num[k][e]
             P[r] = rows / self.denom[k][h[r], None]
-            yield P.copy()
+            yield P
 
     def probs(self, contexts) -> np.ndarray:
         """Full next-word distributions (K, |V|), float64, rows summing to 1."""

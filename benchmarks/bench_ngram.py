@@ -1,0 +1,89 @@
+"""Speed of the Kneser-Ney n-gram: ours on all of Brown, and ours vs nltk.lm on a slice.
+
+    NLTK_DATA=/work/shared/nltk_data .venv/bin/python benchmarks/bench_ngram.py [--order 5]
+        [--nltk-train 20000] [--nltk-test 300] [--repeats 3]
+
+1. Ours, Brown: fit interpolated modified Kneser-Ney of order 5 on the 800,000 training tokens and
+   score every test token (177,359); best wall-clock of ``--repeats`` runs. Target: < 15 s.
+2. nltk's ``nltk.lm.KneserNeyInterpolated`` (pure Python; interpolated KN with one discount, not
+   the modified version, so only its speed is compared), fitted on the first ``--nltk-train``
+   training tokens and scoring the first ``--nltk-test`` test tokens; ours on the very same slice.
+   Reported: seconds per token scored (fit included) for each, and the ratio. Target: >= 100x.
+The machine is shared with other work: timings are noisy, run twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from nplm_edu.corpus import load_corpus, windows  # noqa: E402
+from nplm_edu.ngram import KneserNey  # noqa: E402
+
+
+def ours(train, ctx, tgt, order, V):
+    t0 = time.perf_counter()
+    m = KneserNey(order, V).fit(train)
+    t1 = time.perf_counter()
+    ppl = m.perplexity(ctx, tgt)
+    return t1 - t0, time.perf_counter() - t1, ppl
+
+
+def nltk_kn(words, train, ctx, tgt, order):
+    from nltk.lm import KneserNeyInterpolated
+    from nltk.util import everygrams
+
+    toks = [words[i] for i in train]
+    t0 = time.perf_counter()
+    lm = KneserNeyInterpolated(order)
+    lm.fit([everygrams(toks, max_len=order)], vocabulary_text=toks)
+    t1 = time.perf_counter()
+    logs = [lm.logscore(words[w], [words[i] for i in c]) for c, w in zip(ctx, tgt)]  # log2
+    t2 = time.perf_counter()
+    finite = np.isfinite(logs)
+    ppl = float(2 ** -np.mean(np.asarray(logs)[finite])) if finite.any() else float("inf")
+    return t1 - t0, t2 - t1, ppl, int((~finite).sum())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--order", type=int, default=5)
+    ap.add_argument("--nltk-train", type=int, default=20_000, help="training tokens for the nltk comparison")
+    ap.add_argument("--nltk-test", type=int, default=300, help="test tokens nltk scores")
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    c = load_corpus("brown")
+    n = a.order
+    ctx, tgt = c.windows("test", n)
+    print(f"Brown: {len(c.train):,} training tokens, {len(tgt):,} test tokens scored, |V| = {c.V:,}, order {n}")
+    runs = [ours(c.train, ctx, tgt, n, c.V) for _ in range(a.repeats)]
+    fit_s, score_s, ppl = min(runs, key=lambda r: r[0] + r[1])
+    total = fit_s + score_s
+    print(f"ours, full Brown : fit {fit_s:.2f} s + test scoring {score_s:.2f} s = {total:.2f} s "
+          f"(best of {a.repeats}; target < 15 s: {'met' if total < 15 else 'NOT met'}), test perplexity {ppl:.2f}")
+
+    train = c.train[: a.nltk_train]
+    sctx, stgt = windows(np.concatenate([train[-(n - 1):], c.test[: a.nltk_test]]), n)
+    nf, ns, nppl, ninf = nltk_kn(c.vocab.words, train, sctx, stgt, n)
+    of, os_, oppl = min((ours(train, sctx, stgt, n, c.V) for _ in range(a.repeats)), key=lambda r: r[0] + r[1])
+    per_nltk = (nf + ns) / len(stgt)
+    per_ours_slice = (of + os_) / len(stgt)
+    per_ours_full = total / len(tgt)
+    print(f"slice: {len(train):,} training tokens, {len(stgt)} test tokens scored")
+    print(f"  nltk.lm KneserNeyInterpolated: fit {nf:.2f} s + scoring {ns:.2f} s -> {1e3 * per_nltk:.3f} ms/token "
+          f"(perplexity {nppl:.1f} over its {len(stgt) - ninf} finite scores; a different smoothing)")
+    print(f"  ours on the same slice       : fit {of:.4f} s + scoring {os_:.4f} s -> {1e3 * per_ours_slice:.4f} ms/token "
+          f"(perplexity {oppl:.1f})")
+    print(f"  ours on full Brown           : {1e3 * per_ours_full:.5f} ms/token (fit included)")
+    print(f"speed-up per token scored: {per_nltk / per_ours_slice:,.0f}x on the same slice, "
+          f"{per_nltk / per_ours_full:,.0f}x against our full-Brown rate (target >= 100x)")
+    print("(shared 2-core machine: timings are noisy)")
+
+
+if __name__ == "__main__":
+    main()
