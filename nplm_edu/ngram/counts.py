@@ -29,7 +29,8 @@ def check_ids(ids, V: int, what: str = "ids") -> np.ndarray:
 class NgramCounts:
     """All n-grams of orders 1..n of one id stream, their counts and their trie links.
 
-    For each order k (index k of every list; index 0 is the empty context):
+    For each order k (index k of every list; index 0 is the empty context)::
+
       keys[k]     sorted unique keys, prefix_id * |V| + last_word      (N_k,) int64
       counts[k]   how often each k-gram occurs in the stream             (N_k,) int64
       suffix[k]   id (in table k-1) of the k-gram without its first word (N_k,) int64

@@ -14,6 +14,7 @@ N_i(h .) counts the words seen exactly i times (3 or more for N_3+) after h. A c
   highest order, *continuation counts* N_1+(. h w) (how many different words precede h w) below
   it, and three discounts per order from that order's counts of counts n_1..n_4:
   Y = n_1 / (n_1 + 2 n_2), D(1) = 1 - 2Y n_2/n_1, D(2) = 2 - 3Y n_3/n_2, D(3+) = 3 - 4Y n_4/n_3.
+
 The token stream is one sequence (section 4 of the paper): the paragraph and text marks are
 ordinary tokens, there is no sentence padding.
 """

@@ -3,18 +3,18 @@
 CPU i of M owns a contiguous block of output units, start = i*ceil(|V|/M), length
 min(ceil(|V|/M), |V| - start): its rows of U, W and b. Every CPU keeps a full copy of C, H, d and
 computes x and a = tanh(d + H x) itself (replicated). For a minibatch of K examples (K = 1 is the
-paper's per-example loop):
+paper's per-example loop)::
 
-forward   x, a                                     replicated
-          y_j = b_j + U_j a (+ W_j x) for j in block  (K, B)
-          q = max_j y_j           -> Allreduce(MAX)  -> Q       (K,)
-          e_j = exp(y_j - Q), s = sum_j e_j -> Allreduce(SUM) -> S   (K,)
-          p_j = e_j / S
-backward  dL/dy_j = (p_j - 1[j = w_t]) / K       own block (gradient of the MEAN NLL)
-          [dL/da, dL/dx] partial = dL/dy [U_j W_j]   -> Allreduce(SUM), one message
-          dL/d[U W]_j, dL/db_j                     own block only
-          dL/do = (1 - a^2) dL/da, dL/dx += dL/do H, dL/dH, dL/dd, dL/dC   replicated
-update    p <- p - lr_t (g + wd p) for C, H, U, W; p <- p - lr_t g for b, d; lr_t = lr0 / (1 + r t)
+    forward   x, a                                     replicated
+              y_j = b_j + U_j a (+ W_j x) for j in block  (K, B)
+              q = max_j y_j           -> Allreduce(MAX)  -> Q       (K,)
+              e_j = exp(y_j - Q), s = sum_j e_j -> Allreduce(SUM) -> S   (K,)
+              p_j = e_j / S
+    backward  dL/dy_j = (p_j - 1[j = w_t]) / K       own block (gradient of the MEAN NLL)
+              [dL/da, dL/dx] partial = dL/dy [U_j W_j]   -> Allreduce(SUM), one message
+              dL/d[U W]_j, dL/db_j                     own block only
+              dL/do = (1 - a^2) dL/da, dL/dx += dL/do H, dL/dH, dL/dd, dL/dC   replicated
+    update    p <- p - lr_t (g + wd p) for C, H, U, W; p <- p - lr_t g for b, d; lr_t = lr0 / (1 + r t)
 
 Three Allreduce calls per update, of K, K and K (h + (n-1)m + 1) numbers. The last one also
 carries y_{w_t} - Q from the CPU that owns w_t, so every CPU (rank 0 included) learns
