@@ -44,12 +44,7 @@ test-unit: venv  ## pytest over tests/ and the package's doctests
 	@echo ">> unit tests and doctests"
 	$(PY) -m pytest $(PYTEST_FLAGS) tests nplm_edu --doctest-modules
 
-test-# Notebooks run with one BLAS thread: the same numbers whatever else the machine is doing, so the
-# outputs stored by `make notebooks` match what nbval recomputes in `make test`.
-notebooks test-notebooks: export OPENBLAS_NUM_THREADS := 1
-notebooks test-notebooks: export OMP_NUM_THREADS := 1
-
-notebooks: venv  ## re-execute every notebook in book/ and compare with its stored outputs (nbval)
+test-notebooks: venv  ## re-execute every notebook in book/ and compare with its stored outputs (nbval)
 	@echo ">> notebooks (nbval): re-executing book/*.ipynb"
 	$(PY) -m pytest $(PYTEST_FLAGS) --nbval --nbval-current-env --nbval-cell-timeout=900 \
 	  --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly book
