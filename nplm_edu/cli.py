@@ -14,7 +14,7 @@ import sys
 from .errors import UserError
 
 # modules with a subcommand, in the order --help lists them
-COMMANDS = ("corpus", "ngram", "train", "reproduce")
+COMMANDS = ("corpus", "ngram", "train", "mixture", "reproduce")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
 """The neural probabilistic language model of Bengio et al. (2003), section 2, in numpy.
 
-Forward pass for a minibatch of K contexts (the paper's names, equation numbers of section 2):
+Forward pass for a minibatch of K contexts (the paper's names and equations, section 2):
 
     x = (C(w_{t-1}), C(w_{t-2}), ..., C(w_{t-n+1}))   # (K, (n-1)m)  shared look-up table C
     o = d + H x                                          # (K, h)
@@ -14,12 +14,18 @@ every line). Speed (the output layer is ~99% of the work at |V| = 17,907):
 - With direct connections U and W live side by side in one array ``[U W]`` (|V|, h + (n-1)m), and
   ``params["U"]``, ``params["W"]`` are views of it, so ``y = [a x] @ [U W]^T + b`` is ONE matrix
   product, and so are the gradients of ``[a x]`` and of ``[U W]`` (``z = [a x]`` is built once).
-- The softmax and its gradient are computed in place in one preallocated (K, |V|) buffer.
+- The softmax and its gradient are computed in place in one preallocated (K, |V|) buffer, in row
+  blocks on as many threads as BLAS uses (numpy releases the GIL inside ufuncs).
 - The gradient of C is a segment sum over the sorted word ids (``np.add.reduceat``), which adds
   up repeated words exactly, without ``np.add.at``'s slowness.
-- :meth:`NPLM.sgd_update` updates the parameters directly (section 3's "update as you go"):
-  the (|V|, h + (n-1)m) gradient of [U W] is never stored, and only the rows of C of the words
-  in the batch receive a gradient step (weight decay still shrinks all of C).
+- :meth:`NPLM.sgd_update` updates the parameters directly, as the paper's algorithm does (section
+  3.2): the (|V|, h + (n-1)m) gradient of [U W] is never stored; one BLAS ``gemm`` call (numpy's
+  own OpenBLAS, reached through ctypes, with a pure-numpy fallback giving the same numbers) does
+  [U W] <- (1 - lr wd) [U W] - lr dL/dy^T [a x]; only the rows of C of the words in the batch
+  receive a gradient step (weight decay still shrinks all of C).
+
+``params`` entries may be modified in place or replaced by new arrays (the next call re-fuses
+U and W; the dict then holds views again).
 
 Initialisation (all from ``config.seed``): C ~ U(-0.1, 0.1); H, U, W ~ U(-1/sqrt(fan_in), +..)
 with fan_in = (n-1)m for H and W and h for U; b = d = 0.
@@ -27,6 +33,7 @@ with fan_in = (n-1)m for H and W and h for U; b = d = 0.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -86,7 +93,6 @@ def _find_gemm():
     {dtype: function} or {} when the library is not found (then numpy is used: same result)."""
     import ctypes
     import glob
-    import os
 
     libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
@@ -157,6 +163,36 @@ def _self_test() -> None:
 
 
 _self_test()
+
+
+# --------------------------------------------------------------------------- row-parallel loops
+_POOL = {}
+
+
+def _threads() -> int:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        v = os.environ.get(var, "")
+        if v.isdigit() and int(v) > 0:
+            return int(v)
+    return os.cpu_count() or 1
+
+
+def rowwise(fn, K: int, size: int) -> None:
+    """Run ``fn(lo, hi)`` over blocks of rows 0..K: on as many threads as BLAS uses when the array is
+    big (numpy releases the GIL inside ufuncs), else in one call. Each row is computed the same
+    way either way, so results do not depend on the number of threads."""
+    T = min(_threads(), K)
+    if T <= 1 or size < (1 << 19):
+        fn(0, K)
+        return
+    pool = _POOL.get(T)
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = _POOL[T] = ThreadPoolExecutor(T, thread_name_prefix="nplm-rows")
+    bounds = [K * i // T for i in range(T + 1)]
+    for f in [pool.submit(fn, bounds[i], bounds[i + 1]) for i in range(T)]:
+        f.result()
 
 
 class NPLM(LanguageModel):
@@ -241,13 +277,22 @@ class NPLM(LanguageModel):
         y += P["b"]  # y = b + W x + U a
         return {"ids": ids, "z": z, "x": x, "a": a, "y": y, "UW": UW}
 
-    def _log_softmax_rows(self, y: np.ndarray) -> np.ndarray:
-        """In place: y <- exp(y - max y); returns log sum exp(y) per row (K,)."""
-        mx = y.max(axis=1, keepdims=True)  # (K, 1)
-        y -= mx  # subtract the max before exponentiating (section 2)
-        np.exp(y, out=y)  # unnormalised probabilities in [0, 1]
-        s = y.sum(axis=1, dtype=np.float64)  # (K,)
-        return mx[:, 0].astype(np.float64) + np.log(s), s
+    def _log_softmax_rows(self, y: np.ndarray):
+        """In place: y <- exp(y - max y) row by row; returns (log sum exp(y) (K,), sum exp(y - max) (K,))."""
+        K = y.shape[0]
+        mx, s = np.empty(K, y.dtype), np.empty(K, y.dtype)
+
+        def block(lo, hi):
+            yb = y[lo:hi]  # (rows, |V|)
+            m = yb.max(axis=1, keepdims=True)
+            yb -= m  # subtract the max before exponentiating (section 2)
+            np.exp(yb, out=yb)  # unnormalised probabilities in [0, 1]
+            s[lo:hi] = yb.sum(axis=1)  # pairwise summation: accurate in float32 too
+            mx[lo:hi] = m[:, 0]
+
+        rowwise(block, K, y.size)
+        s = s.astype(np.float64)
+        return mx.astype(np.float64) + np.log(s), s
 
     def log_probs(self, contexts: np.ndarray) -> np.ndarray:
         """log P(w_t = i | context) for every i: (K, |V|)."""
@@ -281,15 +326,23 @@ class NPLM(LanguageModel):
         lse, s = self._log_softmax_rows(y)  # y <- exp(y - max)
         loss = float(np.mean(lse - yt))  # mean negative log-likelihood
         # backward through softmax + NLL: dL/dy = (p - onehot(w_t)) / K
-        y *= (1.0 / (s * K)).astype(y.dtype)[:, None]  # p / K, in place  (K, |V|)
+        scale = (1.0 / (s * K)).astype(y.dtype)[:, None]  # (K, 1)
+
+        def block(lo, hi):
+            y[lo:hi] *= scale[lo:hi]  # p / K, in place  (K, |V|)
+
+        rowwise(block, K, y.size)
         y[rows, targets] -= y.dtype.type(1.0 / K)
         gy = y
         # backward through y = [U W] [a x] + b: dL/d[a x] = dL/dy [U W]
-        gz = self._buffer("gz", z.shape)  # (K, h + (n-1)m)
+        # (computed transposed, [U W]^T dL/dy^T: OpenBLAS splits that shape well across threads;
+        #  dL/dy @ [U W] ran 3-10x slower whenever other processes shared the cores)
+        gzT = self._buffer("gzT", (z.shape[1], K))  # (h + (n-1)m, K)
         D = UW.shape[1]
-        np.matmul(gy, UW, out=gz[:, :D])
+        np.matmul(UW.T, gy.T, out=gzT[:D])
         if D < z.shape[1]:  # no direct connections: y does not depend on x directly
-            gz[:, D:] = 0
+            gzT[D:] = 0
+        gz = gzT.T  # (K, h + (n-1)m)
         # backward through a = tanh(o): dL/do = (1 - a^2) dL/da
         go = gz[:, :h] * (1 - a * a)  # (K, h)
         # backward through o = d + H x: dL/dx += dL/do H
@@ -351,6 +404,10 @@ class NPLM(LanguageModel):
             C *= keep  # weight decay on the whole table
         C[words] -= lr * sums  # only the rows of the words in the batch get a gradient step
         return loss
+
+    def perplexity(self, contexts, targets, batch: int = 1024) -> float:
+        """exp(-mean log P) in batches of 1024 windows (a (1024, |V|) float32 buffer is 73 MB on Brown)."""
+        return super().perplexity(contexts, targets, batch)
 
     def config_dict(self) -> dict:
         return asdict(self.config)

@@ -2,10 +2,12 @@
 
 Each target is a function in :data:`TARGETS` that runs its experiments, writes one JSON file under
 ``data/results/`` and returns its path; a new table is one more entry in the dict (``table1`` for
-the neural rows will join ``ngrams`` here). Every file records the command that produced it and
+the neural rows live in :mod:`nplm_edu.table1`). Every file records the command that produced it and
 the git commit of the code (``"uncommitted"`` outside a git checkout or before the first commit).
 
-    python -m nplm_edu reproduce ngrams     # every n-gram row of Table 1, on Brown (a few minutes)
+    python -m nplm_edu reproduce ngrams             # every n-gram row of Table 1, on Brown (a few minutes)
+    python -m nplm_edu reproduce table1             # the neural rows MLP1-MLP10 on Brown (hours, resumable)
+    python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
 """
 
 from __future__ import annotations
@@ -127,7 +129,14 @@ def run_ngrams(args) -> Path:
     return out
 
 
-TARGETS = {"ngrams": run_ngrams}
+def run_table1(args) -> Path:
+    """The neural rows of Table 1: see :mod:`nplm_edu.table1`."""
+    from .table1 import run_table1 as run
+
+    return run(args)
+
+
+TARGETS = {"ngrams": run_ngrams, "table1": run_table1}
 
 
 def _cmd_reproduce(args) -> int:
@@ -162,4 +171,7 @@ def add_cli(subparsers) -> None:
                         "also used for orders 4 and 5)")
     p.add_argument("--passes", type=int, default=3, help="ngrams: exchange-algorithm passes (default 3)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    from .table1 import add_args
+
+    add_args(p)
     p.set_defaults(func=_cmd_reproduce)

@@ -116,6 +116,9 @@ def _windows(data, n: int):
 def save_checkpoint(path, model: NPLM, state: dict, best: dict | None) -> None:
     """Write ``path`` atomically: a temp file in the same folder, fsync, then rename over it."""
     path = Path(path)
+    if not all(np.all(np.isfinite(p)) for p in model.params.values()):
+        raise TrainingDiverged(f"parameters are no longer finite: {path} not overwritten (the last good "
+                               "checkpoint is kept); try a smaller learning rate")
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays = {f"param/{k}": v for k, v in model.params.items()}
     if best is not None:
@@ -153,11 +156,12 @@ def load_checkpoint(path) -> tuple[dict, dict, dict | None]:
     return meta, params, best
 
 
-def model_from_checkpoint(path) -> NPLM:
-    """A model with the config and parameters stored in a checkpoint (the latest, not the best)."""
-    meta, params, _ = load_checkpoint(path)
+def model_from_checkpoint(path, best: bool = True) -> NPLM:
+    """A model with the config and parameters of a checkpoint: the best ones (lowest validation
+    perplexity) when stored and ``best``, else the latest."""
+    meta, params, best_params = load_checkpoint(path)
     model = NPLM(NPLMConfig(**meta["model"]))
-    _set_params(model, params)
+    _set_params(model, best_params if best and best_params is not None else params)
     return model
 
 
@@ -245,7 +249,8 @@ def train(model: NPLM, corpus_or_windows, config: TrainConfig, out_dir=None, res
     n_batches = -(-per_epoch // K)
     last_save = time.monotonic()
     with _Interrupt() as stop:
-        while state["epoch"] < config.epochs and not state["done"]:
+        limit_hit = False
+        while state["epoch"] < config.epochs and not state["done"] and not limit_hit:
             rng.bit_generator.state = state["rng_state"]  # the order of this epoch, also after resume
             order = epoch_order(N, rng)[:per_epoch]
             t_epoch = time.monotonic() - state["epoch_seconds"]
@@ -253,7 +258,7 @@ def train(model: NPLM, corpus_or_windows, config: TrainConfig, out_dir=None, res
                        desc=f"epoch {state['epoch'] + 1}/{config.epochs}", disable=quiet, leave=False)
             for j in range(state["batch_in_epoch"], n_batches):
                 if config.max_updates is not None and state["step"] >= config.max_updates:
-                    state["done"] = True
+                    limit_hit = True
                     break
                 idx = order[j * K:(j + 1) * K]
                 lr = learning_rate(config.lr, config.decay_rate, state["step"])
@@ -286,8 +291,10 @@ def train(model: NPLM, corpus_or_windows, config: TrainConfig, out_dir=None, res
                         write_history()
                         raise KeyboardInterrupt
             bar.close()
-            if state["done"] and state["batch_in_epoch"] < n_batches:
-                break  # max_updates reached inside an epoch: no validation of a partial epoch
+            if limit_hit and state["batch_in_epoch"] < n_batches:
+                state["epoch_seconds"] = time.monotonic() - t_epoch
+                checkpoint()  # max_updates reached inside an epoch: save, no validation of a partial epoch
+                break
             # ---- end of epoch: validation, early stopping, checkpoint
             entry = {"epoch": state["epoch"] + 1, "updates": state["step"],
                      "train_ppl": math.exp(state["loss_sum"] / max(state["loss_count"], 1)),
@@ -328,8 +335,20 @@ def _parallel_none(args, model, corpus, config):
     return train(model, corpus, config, out_dir=args.out, resume=args.resume, quiet=args.quiet)
 
 
-# the parallel trainers of section 3 register here: name -> function(args, model, corpus, config) -> history
-PARALLEL = {"none": _parallel_none}
+def _parallel_output_block(args, model, corpus, config):
+    from .parallel import run_output_block  # imports mpi4py: only when asked for
+
+    return run_output_block(args, model, corpus, config)
+
+
+def _parallel_hogwild(args, model, corpus, config):
+    from .parallel import run_hogwild
+
+    return run_hogwild(args, model, corpus, config)
+
+
+# the trainers: name -> function(args, model, corpus, config) -> history (section 3 for the parallel ones)
+PARALLEL = {"none": _parallel_none, "output-block": _parallel_output_block, "hogwild": _parallel_hogwild}
 
 
 def _handler(args) -> int:
@@ -345,6 +364,12 @@ def _handler(args) -> int:
     NPLMConfig(V=2, n=args.n, m=args.m, h=args.h, direct=args.direct, dtype=args.dtype).validate()
     if args.parallel not in PARALLEL:
         raise UserError(f"--parallel {args.parallel} is not available in this build")
+    if args.parallel == "output-block":
+        from .parallel.output_block import world
+
+        comm = world()
+        if comm is not None and comm.Get_rank() != 0:
+            args.quiet = True  # one rank speaks
     corpus = corpus_from_args(args)
     model = NPLM(NPLMConfig(V=corpus.V, n=args.n, m=args.m, h=args.h, direct=args.direct,
                             dtype=args.dtype, seed=args.seed))

@@ -141,10 +141,8 @@ def test_hogwild_trains_and_frees_shared_memory(locked):
 
 
 def _train_cli():
-    """`-m nplm_edu` once train.PARALLEL has the section-3 entries; until then a script that adds them."""
-    from nplm_edu import train as T
-
-    return ["-m", "nplm_edu"] if "output-block" in T.PARALLEL else [SCRIPTS / "cli_train.py"]
+    """The command line as a user types it: `python -m nplm_edu`."""
+    return ["-m", "nplm_edu"]
 
 
 CLI_COMMON = ["train", "--corpus", "synthetic", "--synthetic-tokens", "6000", "--n", "3", "--h", "8", "--m", "6",
