@@ -10,6 +10,7 @@ EM for a mixture weight (each step can only raise the validation likelihood)::
 
     E: r_t = lam P_a(t) / (lam P_a(t) + (1 - lam) P_b(t))   (responsibility of model a)
     M: lam = mean_t r_t      (per bin: the mean over the tokens of that bin)
+
 Everything works in log space on the component log-probabilities, computed once.
 Works with any two LanguageModels; the bins come from ``bins(contexts) -> (K,) int`` and
 ``n_bins`` (the trigram has them), or from any callable.

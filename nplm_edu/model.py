@@ -352,7 +352,7 @@ class NPLM(LanguageModel):
     def loss_and_grads(self, contexts: np.ndarray, targets: np.ndarray):
         """Mean negative log-likelihood of a batch and its gradient for every parameter.
 
-        Returns (loss, grads) with grads keyed and shaped exactly like :attr:`params`
+        Returns (loss, grads) with grads keyed and shaped exactly like ``params``
         (gradient of the mean NLL, no weight decay)."""
         contexts, targets = self._check(contexts, targets)
         cfg, P = self.config, self.params

@@ -94,7 +94,7 @@ def epoch_order(n_examples: int, rng: np.random.Generator) -> np.ndarray:
 
 def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float) -> None:
     """In place: p -= lr (g + weight_decay p) for C, H, U, W; p -= lr g for b, d (the reference rule;
-    :meth:`NPLM.sgd_update` does the same without storing the gradients)."""
+    :meth:`nplm_edu.model.NPLM.sgd_update` does the same without storing the gradients)."""
     for name, g in grads.items():
         p = params[name]
         if name in DECAYED and weight_decay:

@@ -34,6 +34,7 @@ class NgramCounts:
       keys[k]     sorted unique keys, prefix_id * |V| + last_word      (N_k,) int64
       counts[k]   how often each k-gram occurs in the stream             (N_k,) int64
       suffix[k]   id (in table k-1) of the k-gram without its first word (N_k,) int64
+
     ``counts[k][g]`` for the k-gram id g returned by :meth:`find`.
     """
 
