@@ -180,6 +180,15 @@ def brown_source() -> Path:
     raise UserError(f"the Brown corpus is not in NLTK_DATA; fix: {BROWN_FIX}")
 
 
+def brown_available() -> bool:
+    """Whether NLTK can find the Brown corpus (in ``NLTK_DATA`` or its default folders)."""
+    try:
+        brown_source()
+        return True
+    except UserError:
+        return False
+
+
 def text_tokens(path: Path) -> list[str]:
     """A UTF-8 text file: whitespace-separated tokens, ``<p>`` after every non-empty line."""
     if not path.exists():

@@ -11,22 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nplm_edu.corpus import PARAGRAPH, TEXT, brown_source, load_corpus
-from nplm_edu.errors import UserError
+from nplm_edu.corpus import PARAGRAPH, TEXT, brown_available, load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _has_brown() -> bool:
-    try:
-        brown_source()
-        return True
-    except UserError:
-        return False
-
-
 needs_brown = pytest.mark.skipif(
-    not _has_brown(), reason="the Brown corpus is not in NLTK_DATA (python -m nltk.downloader brown)")
+    not brown_available(), reason="the Brown corpus is not in NLTK_DATA (python -m nltk.downloader brown)")
 
 
 def run(*args, env=None, check_ok=True):

@@ -2,27 +2,18 @@
 text files, caching, windows and the synthetic grammar."""
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from nplm_edu.corpus import (PARAGRAPH, TEXT, UNK, Vocabulary, brown_source, load_corpus,
+from nplm_edu.corpus import (PARAGRAPH, TEXT, UNK, Vocabulary, brown_available, load_corpus,
                              resolve_split, windows)
 from nplm_edu.errors import UserError
 from nplm_edu.synthetic import CLASSES, generate
 
 
-def _has_brown() -> bool:
-    try:
-        brown_source()
-        return True
-    except UserError:
-        return False
-
-
 needs_brown = pytest.mark.skipif(
-    not _has_brown(), reason="the Brown corpus is not in NLTK_DATA (python -m nltk.downloader brown)")
+    not brown_available(), reason="the Brown corpus is not in NLTK_DATA (python -m nltk.downloader brown)")
 
 
 @pytest.fixture

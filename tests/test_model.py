@@ -192,7 +192,6 @@ def test_bad_context_shape():
 
 def test_threaded_rows_match_one_thread(monkeypatch):
     """Big batches run the softmax rows on several threads: same numbers as one thread."""
-    import nplm_edu.model as M
 
     V, K = 5000, 128  # K |V| = 640,000 >= 2^19: the threaded path
     c = np.random.default_rng(0).integers(0, V, (K, 2))
