@@ -173,6 +173,27 @@ def write_json_atomic(path: Path, doc: dict) -> None:
         raise
 
 
+def merge_write(out: Path, doc: dict, rows: tuple[str, ...]) -> dict:
+    """Write ``rows`` of doc into out, keeping rows that another process wrote there meanwhile.
+
+    Two ``reproduce table1`` processes with the same settings (one per core, different rows) can
+    fill one table: the file is re-read under a lock, merged and replaced atomically."""
+    import fcntl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_name(out.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        disk = read_doc(out)
+        merged = dict(disk["rows"]) if disk and disk.get("settings") == doc.get("settings") else {}
+        merged.update({k: v for k, v in doc["rows"].items() if k not in merged or k in rows})
+        if disk and "trigram" in disk and "trigram" not in doc:
+            doc["trigram"] = disk["trigram"]
+        rows_sorted = {k: merged[k] for k in ORDER if k in merged}  # table order
+        doc = {**{k: v for k, v in doc.items() if k != "rows"}, "rows": rows_sorted}  # rows last: easier to read
+        write_json_atomic(out, doc)
+    return doc
+
+
 def read_doc(path: Path) -> dict | None:
     if not path.exists():
         return None
@@ -281,7 +302,9 @@ def run_table1(args) -> Path:
             raise UserError(f"{out} was made with other settings ({_diff(doc.get('settings'), _table_part(s))}): "
                             f"pass --force to start the table again, or another --out")
         doc = None
-    full_brown = corpus.name == "brown" and not args.quick and corpus.V > 1000 and s["corpus"]["tokens"]["train"] == 800_000
+    tokens = s["corpus"]["tokens"]
+    full_brown = (corpus.name == "brown" and not args.quick and args.min_count == 4
+                  and (tokens["train"], tokens["valid"]) == (800_000, 200_000))  # the paper's setting
     doc = doc or {"rows": {}}
     doc.update(settings=_table_part(s), corpus=corpus.name, V=corpus.V, tokens=s["corpus"]["tokens"],
                quick=bool(args.quick), note=(
@@ -298,7 +321,7 @@ def run_table1(args) -> Path:
     for row in todo:
         model, history, resumed = train_row(row, corpus, s, runs / row, args.force, args.quiet)
         if tri is None:
-            tri, train_counts = _fit_trigram(corpus, doc)
+            tri, train_counts = _fit_trigram(corpus, doc, full_brown)
         if not args.quiet:
             print(f"   {row}: scoring train, valid and test, mixing with the trigram", flush=True)
         t0 = time.perf_counter()
@@ -321,21 +344,18 @@ def run_table1(args) -> Path:
                          for k, v in ev["mix"].items()},
             "test_by_frequency": ev["test_by_frequency"],
             "history": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()} for e in epochs],
-            "seconds_training": round(sum(e["seconds"] for e in epochs), 1), "seconds_evaluation": round(t_eval, 1),
+            "seconds_training": round(sum(e["seconds"] for e in epochs), 2), "seconds_evaluation": round(t_eval, 2),
             **stamp}
         even = next(k for k, v in MIXED.items() if v == row)
         doc["rows"][even] = {"row": even, **ROWS[row], "mix": True, "network": row, "mix_weight": 0.5,
                              "valid": _r(ev["mix"]["0.5"]["valid"]), "test": _r(ev["mix"]["0.5"]["test"]),
                              "paper": dict(zip(("valid", "test"), PAPER[even][1:] if full_brown else (None, None))),
                              **stamp}
-        doc["rows"] = {k: doc["rows"][k] for k in ORDER if k in doc["rows"]}  # table order
         doc.update(command=stamp["command"], commit=stamp["commit"], updated=stamp["finished"])
-        write_json_atomic(out, doc)
+        doc = merge_write(out, doc, (row, even))
         if not args.quiet:
             print(f"   {row}: valid {ev['valid']:.1f}, test {ev['test']:.1f}; {even} (mix 0.5): "
                   f"test {ev['mix']['0.5']['test']:.1f}; written to {out}", flush=True)
-    if not todo and not out.exists():
-        write_json_atomic(out, doc)
     print_table(doc, kn5_test(corpus, full_brown))
     print(f"wrote {out}")
     return out
@@ -355,12 +375,14 @@ def _diff(old: dict | None, new: dict) -> str:
     return ", ".join(f"{k} {old.get(k)} -> {new.get(k)}" for k in keys if old.get(k) != new.get(k))
 
 
-def _fit_trigram(corpus, doc):
+def _fit_trigram(corpus, doc, full_brown: bool):
     """The deleted-interpolation trigram (section 4.1), fitted once per run; its perplexities go in doc."""
     from .ngram import InterpolatedTrigram
 
     tri = InterpolatedTrigram(corpus.V, verbose=False).fit(corpus.train, valid=corpus.windows("valid", 3), iterations=5)
     doc["trigram"] = {s: _r(tri.perplexity(*corpus.windows(s, 3))) for s in ("train", "valid", "test")}
+    paper = (31, 352, 336) if full_brown else (None, None, None)  # Table 1's "Del. Int." row
+    doc["trigram"]["paper"] = dict(zip(("train", "valid", "test"), paper))
     return tri, np.bincount(corpus.train, minlength=corpus.V)
 
 
@@ -383,6 +405,9 @@ def print_table(doc: dict, kn5: float | None) -> None:
     def f(x):
         return f"{x:7.1f}" if isinstance(x, (int, float)) else f"{'-':>7}"
 
+    def g(x):  # the paper's numbers are integers
+        return f"{x:5.0f}" if isinstance(x, (int, float)) else f"{'-':>5}"
+
     print(f"\nTable 1 ({doc['corpus']}, |V| = {doc['V']:,})" + ("  [--quick slice: not comparable to the paper]"
                                                                if doc.get("quick") else ""))
     print(f"{'row':6} {'n':>2} {'h':>4} {'m':>3} {'direct':>6} {'mix':>4} {'epochs':>6} {'train':>7} {'valid':>7} "
@@ -395,11 +420,13 @@ def print_table(doc: dict, kn5: float | None) -> None:
         ratio = f"{r['test'] / kn5:8.3f}" if kn5 and r.get("test") else f"{'-':>8}"
         print(f"{name:6} {r['n']:>2} {r['h']:>4} {r['m']:>3} {'yes' if r['direct'] else 'no':>6} "
               f"{'yes' if r['mix'] else 'no':>4} {r.get('epochs_run', ''):>6} {f(r.get('train'))} {f(r['valid'])} "
-              f"{f(r['test'])} | {'':7} {f(p.get('train'))[2:]} {f(p['valid'])[2:]} {f(p['test'])[2:]} | {ratio}")
+              f"{f(r['test'])} | {'':7} {g(p.get('train'))} {g(p['valid'])} {g(p['test'])} | {ratio}")
     if "trigram" in doc:
         t = doc["trigram"]
+        p = t.get("paper", {})
+        ratio = f"{t['test'] / kn5:8.3f}" if kn5 else f"{'-':>8}"
         print(f"{'DelInt':6} {3:>2} {'':>4} {'':>3} {'':>6} {'':>4} {'':>6} {f(t['train'])} {f(t['valid'])} "
-              f"{f(t['test'])} | {'':7} {'31':>5} {'352':>5} {'336':>5} |")
+              f"{f(t['test'])} | {'':7} {g(p.get('train'))} {g(p.get('valid'))} {g(p.get('test'))} | {ratio}")
     if kn5:
         print(f"(our KN 5-gram test perplexity, from data/results/ngrams.json: {kn5:.1f}; paper 321)")
 
@@ -421,7 +448,8 @@ def add_args(p) -> None:
     p.add_argument("--weight-decay", type=float, default=d.weight_decay,
                    help="table1: weight decay on C, H, U, W (default 1e-4, the paper's for Brown)")
     p.add_argument("--patience", type=int, default=d.patience,
-                   help=f"table1: stop after this many epochs without a better validation perplexity (default {d.patience})")
+                   help=f"table1: stop after this many epochs without a better validation perplexity "
+                        f"(default {d.patience})")
     p.add_argument("--seed", type=int, default=0, help="table1: initialisation and shuffling seed (default 0)")
     p.add_argument("--runs-dir", default=None, help="table1: where rows checkpoint (default $NPLM_EDU_RUNS or "
                                                     "~/.cache/nplm_edu/runs)")

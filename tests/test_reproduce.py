@@ -1,13 +1,20 @@
-"""``reproduce ngrams`` end to end on the synthetic corpus (seconds), into a temporary folder."""
+"""``reproduce ngrams`` and ``reproduce table1 --quick`` end to end on the synthetic corpus (seconds),
+into temporary folders: the JSON schema, numbers recomputed independently, resuming, bad input."""
 
 import argparse
 import json
 import math
+import os
+import signal
 
+import numpy as np
 import pytest
 
 from nplm_edu.errors import UserError
 from nplm_edu.reproduce import TARGETS, add_cli
+
+# a tiny synthetic corpus: 8000 tokens -> 6400 train / 800 valid / 800 test, |V| = 47; 50 updates per epoch
+TINY = ["--corpus", "synthetic", "--synthetic-tokens", "8000", "--quick", "--quiet"]
 
 
 def run(argv):
@@ -15,6 +22,12 @@ def run(argv):
     add_cli(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
     return args.func(args)
+
+
+def table1(tmp_path, *extra, out="t1.json", runs="runs"):
+    assert run(["reproduce", "table1", *TINY, "--out", str(tmp_path / out), "--runs-dir", str(tmp_path / runs),
+                *extra]) == 0
+    return json.loads((tmp_path / out).read_text())
 
 
 def test_reproduce_ngrams_synthetic(tmp_path):
@@ -34,6 +47,139 @@ def test_reproduce_ngrams_synthetic(tmp_path):
 
 
 def test_unknown_target():
-    assert "ngrams" in TARGETS
+    assert "ngrams" in TARGETS and "table1" in TARGETS
     with pytest.raises(UserError):
         run(["reproduce", "nothing", "--corpus", "synthetic"])
+
+
+def test_table1_quick_schema_and_numbers(tmp_path):
+    from nplm_edu.corpus import load_corpus
+    from nplm_edu.ngram import InterpolatedTrigram
+    from nplm_edu.train import model_from_checkpoint
+
+    doc = table1(tmp_path, "--epochs", "2", "--lr", "0.5")
+    assert list(doc["rows"]) == [f"MLP{i}" for i in range(1, 11)]
+    assert doc["quick"] and doc["corpus"] == "synthetic" and doc["tokens"] == {"train": 6400, "valid": 800, "test": 800}
+    V = doc["V"]
+    assert 1 < doc["trigram"]["valid"] < V
+    corpus = load_corpus("synthetic", synthetic_tokens=8000)
+    tri = InterpolatedTrigram(corpus.V, verbose=False).fit(corpus.train, valid=corpus.windows("valid", 3), iterations=5)
+    for name, (n, h, m, direct) in {"MLP1": (5, 50, 60, True), "MLP3": (5, 0, 60, True), "MLP5": (5, 50, 30, True),
+                                    "MLP7": (3, 50, 30, True), "MLP9": (5, 100, 30, False)}.items():
+        r = doc["rows"][name]
+        assert (r["n"], r["h"], r["m"], r["direct"], r["mix"]) == (n, h, m, direct, False)
+        assert r["model"]["V"] == V and r["train_settings"]["lr"] == 0.5 and r["train_settings"]["epochs"] == 2
+        assert r["epochs_run"] == len(r["history"]) == 2 and r["updates"] == 2 * 50  # ceil(6400 / 128) per epoch
+        assert r["commit"] and r["machine"] and r["command"].startswith("python -m nplm_edu")
+        assert "--rows " + name in r["command_explicit"] and r["seconds_training"] > 0
+        assert r["paper"] == {"train": None, "valid": None, "test": None}  # the paper's numbers: full Brown only
+        for k in ("train", "valid", "test"):
+            assert 1 < r[k] < V, (name, k, r[k])
+        # the recorded validation perplexity is the best epoch's (early stopping keeps its parameters)
+        assert r["valid"] == pytest.approx(min(e["valid_ppl"] for e in r["history"]), rel=1e-4)
+        # recompute from the checkpoint: network and trigram log-probs, then the 0.5 mix by hand
+        model = model_from_checkpoint(tmp_path / "runs" / "t1" / name / "checkpoint.npz")
+        tc, tt = corpus.windows("test", n)
+        la = model.log_prob(tc, tt).astype(np.float64)
+        lb = tri.log_prob(tc[:, -2:], tt)
+        assert r["test"] == pytest.approx(math.exp(-la.mean()), abs=2e-3)
+        mix = math.exp(-np.mean(np.log(0.5 * np.exp(la) + 0.5 * np.exp(lb))))
+        assert r["mixtures"]["0.5"]["test"] == pytest.approx(mix, abs=2e-3)
+        even = doc["rows"][f"MLP{int(name[3:]) + 1}"]
+        assert even["mix"] and even["network"] == name and even["mix_weight"] == 0.5
+        assert (even["valid"], even["test"]) == (r["mixtures"]["0.5"]["valid"], r["mixtures"]["0.5"]["test"])
+        # EM starts at 0.5 and never lowers the validation likelihood
+        mx = r["mixtures"]
+        assert 0 <= mx["em"]["weight"] <= 1 and mx["em"]["valid"] <= mx["0.5"]["valid"] + 1e-3
+        assert mx["per_bin"]["valid"] <= mx["0.5"]["valid"] + 1e-3
+        # frequency bins: they partition the test tokens, and their means add up to the perplexities
+        bins = r["test_by_frequency"]
+        assert [b["bin"] for b in bins] == ["unk", "0-3", "4-10", "11-100", "101-1000", "1001-10000", ">10000"]
+        assert sum(b["tokens"] for b in bins) == 800
+        full = [b for b in bins if b["tokens"]]
+        for who, ppl in (("mlp", r["test"]), ("trigram", doc["trigram"]["test"]), ("mix", mx["0.5"]["test"])):
+            mean = sum(b["tokens"] * b[f"mean_log_prob_{who}"] for b in full) / 800
+            assert math.exp(-mean) == pytest.approx(ppl, rel=1e-3)
+        counts = np.bincount(corpus.train, minlength=V)[tt]
+        assert [b["tokens"] for b in bins][3:5] == [int(np.sum((counts >= 11) & (counts <= 100))),
+                                                   int(np.sum((counts >= 101) & (counts <= 1000)))]
+    assert longest_list(doc) < 50  # aggregates only: nothing per token (800 test tokens) in the file
+
+
+def longest_list(x) -> int:
+    if isinstance(x, dict):
+        return max((longest_list(v) for v in x.values()), default=0)
+    if isinstance(x, list):
+        return max([len(x)] + [longest_list(v) for v in x])
+    return 0
+
+
+def test_table1_resumes_row_by_row(tmp_path):
+    first = table1(tmp_path, "--rows", "MLP7", "--epochs", "1")["rows"]
+    assert set(first) == {"MLP7", "MLP8"}
+    second = table1(tmp_path, "--rows", "MLP7,MLP3", "--epochs", "1")["rows"]
+    assert set(second) == {"MLP3", "MLP4", "MLP7", "MLP8"}
+    assert second["MLP7"] == first["MLP7"]  # not retrained: same wall time, commit, finish time
+    # more epochs: the row continues from its checkpoint instead of starting again
+    third = table1(tmp_path, "--rows", "MLP7", "--epochs", "2")["rows"]
+    assert third["MLP7"]["resumed"] and third["MLP7"]["epochs_run"] == 2
+    assert third["MLP7"]["history"][0] == first["MLP7"]["history"][0]
+    assert third["MLP3"] == second["MLP3"]
+    # --force trains from scratch
+    fourth = table1(tmp_path, "--rows", "MLP7", "--epochs", "2", "--force")["rows"]
+    assert not fourth["MLP7"]["resumed"] and fourth["MLP7"]["valid"] == third["MLP7"]["valid"]  # same seed
+
+
+def test_table1_ctrl_c_resumes_inside_a_row(tmp_path, monkeypatch):
+    from nplm_edu.model import NPLM
+
+    calls = {"n": 0}
+    original = NPLM.sgd_update
+
+    def interrupted(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 30:  # Ctrl-C in the middle of the first epoch
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(NPLM, "sgd_update", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        table1(tmp_path, "--rows", "MLP7", "--epochs", "2")
+    assert not (tmp_path / "t1.json").exists() and (tmp_path / "runs" / "t1" / "MLP7" / "checkpoint.npz").exists()
+    monkeypatch.setattr(NPLM, "sgd_update", original)
+    resumed = table1(tmp_path, "--rows", "MLP7", "--epochs", "2")["rows"]["MLP7"]
+    assert resumed["resumed"] and calls["n"] == 30
+    straight = table1(tmp_path, "--rows", "MLP7", "--epochs", "2", out="b.json", runs="b")["rows"]["MLP7"]
+    for k in ("train", "valid", "test", "updates"):
+        assert resumed[k] == straight[k]  # same numbers as a run never interrupted
+    assert [e["valid_ppl"] for e in resumed["history"]] == [e["valid_ppl"] for e in straight["history"]]
+
+
+@pytest.mark.parametrize("rows, says", [("MLP2", "computed with MLP1"), ("MLP10", "--rows MLP9"),
+                                        ("MLP11", "unknown row"), ("", "at least one row")])
+def test_table1_bad_rows(tmp_path, capsys, rows, says):
+    from nplm_edu.cli import main
+
+    assert main(["reproduce", "table1", "--rows", rows, *TINY, "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and err.count("\n") == 1
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_table1_refuses_to_mix_settings(tmp_path):
+    table1(tmp_path, "--rows", "MLP7", "--epochs", "1")
+    with pytest.raises(UserError, match="--force"):
+        table1(tmp_path, "--rows", "MLP3", "--epochs", "1", "--lr", "0.2")
+    rows = table1(tmp_path, "--rows", "MLP3", "--epochs", "1", "--lr", "0.2", "--force")["rows"]
+    assert set(rows) == {"MLP3", "MLP4"}  # a fresh table: the old settings' rows are gone
+
+
+def test_quick_slices_a_big_corpus():
+    from nplm_edu.table1 import QUICK_SPLIT, table_corpus
+
+    args = argparse.Namespace(corpus="synthetic", train_size=None, valid_size=None, min_count=4, corpus_seed=0,
+                              synthetic_tokens=60_000, quick=True)
+    c = table_corpus(args)
+    assert (len(c.train), len(c.valid), len(c.test)) == (QUICK_SPLIT[0], 6000, 6000)  # 48000/6000/6000 cut
+    assert c.name.endswith("[quick]") and np.array_equal(c.valid, table_corpus(
+        argparse.Namespace(**dict(vars(args), quick=False))).valid)
