@@ -8,6 +8,7 @@ the git commit of the code (``"uncommitted"`` outside a git checkout or before t
     python -m nplm_edu reproduce ngrams             # every n-gram row of Table 1, on Brown (a few minutes)
     python -m nplm_edu reproduce table1             # the neural rows MLP1-MLP10 on Brown (hours, resumable)
     python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
+    python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
 """
 
 from __future__ import annotations
@@ -136,7 +137,14 @@ def run_table1(args) -> Path:
     return run(args)
 
 
-TARGETS = {"ngrams": run_ngrams, "table1": run_table1}
+def run_minibatch(args) -> Path:
+    """K = 1 against minibatches on one Table 1 network: see :mod:`nplm_edu.minibatch`."""
+    from .minibatch import run_minibatch as run
+
+    return run(args)
+
+
+TARGETS = {"ngrams": run_ngrams, "table1": run_table1, "minibatch": run_minibatch}
 
 
 def _cmd_reproduce(args) -> int:

@@ -19,6 +19,10 @@ Commands::
 
 Training: minibatch SGD (``train.train``) with validation after every epoch, early stopping
 (``--patience`` epochs without improvement; the best parameters are kept), up to ``--epochs``.
+The defaults are the settings of the committed table: K = 128 examples per update, eps_0 = 1.0 on
+the minibatch's mean gradient, r = 1e-4 (so the rate falls to 0.14 after 6 epochs of Brown), weight
+decay 1e-4 as in the paper, at most 6 epochs. The paper's K = 1 would take about 25 minutes per
+epoch per row on two cores; ``reproduce minibatch`` shows what minibatches change.
 Each row trains in its own folder ``<runs-dir>/table1/<ROW>/`` (``--runs-dir``, default
 ``$NPLM_EDU_RUNS`` or ``~/.cache/nplm_edu/runs``, outside git) and checkpoints there, so Ctrl-C
 or a crash loses at most a few minutes: rerunning the same command resumes inside the row.
@@ -65,6 +69,9 @@ ORDER = ["MLP1", "MLP2", "MLP3", "MLP4", "MLP5", "MLP6", "MLP7", "MLP8", "MLP9",
 PAPER = {"MLP1": (182, 284, 268), "MLP2": (None, 275, 257), "MLP3": (201, 327, 310), "MLP4": (None, 286, 272),
          "MLP5": (209, 296, 279), "MLP6": (None, 273, 259), "MLP7": (210, 309, 293), "MLP8": (None, 284, 270),
          "MLP9": (175, 280, 276), "MLP10": (None, 265, 252)}
+# the SGD settings of data/results/table1.json (the defaults of the command): minibatches of 128, a
+# learning rate that decays over the run, at most 6 epochs (see "Training" above and the results chapter)
+BATCH, LR, DECAY_RATE, EPOCHS = 128, 1.0, 1e-4, 6
 QUICK_SPLIT = (30_000, 10_000, 10_000)  # --quick: at most this many train / valid / test tokens
 QUICK_EPOCHS = 3
 # frequency bins of the target word by its count in the training set (<unk> apart)
@@ -112,7 +119,7 @@ def table_corpus(args):
 
 def settings_of(args, corpus) -> dict:
     """Everything that decides the numbers: corpus, SGD settings (TABLE_KEYS), epochs, patience."""
-    epochs = args.epochs if args.epochs is not None else (QUICK_EPOCHS if args.quick else 20)
+    epochs = args.epochs if args.epochs is not None else (QUICK_EPOCHS if args.quick else EPOCHS)
     return {"corpus": {"name": corpus.name, "V": corpus.V, "min_count": args.min_count,
                        "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")}},
             "batch": args.batch, "lr": args.lr, "decay_rate": args.decay_rate,
@@ -437,14 +444,16 @@ def add_args(p) -> None:
 
     d = TrainConfig()
     p.add_argument("--rows", default=None, help="table1: trained rows to run, e.g. MLP1,MLP9 (default all: "
-                                                "MLP1,MLP3,MLP5,MLP7,MLP9; each brings its mixed even row)")
+                                                "MLP1,MLP3,MLP5,MLP7,MLP9; each brings its mixed even row); "
+                                                "minibatch: the one network to train (default MLP9)")
     p.add_argument("--quick", action="store_true", help="table1: same pipeline on a slice (30k/10k/10k tokens, "
                                                         f"{QUICK_EPOCHS} epochs) in minutes, into table1_quick.json")
-    p.add_argument("--epochs", type=int, default=None, help=f"table1: at most this many epochs (default 20; "
-                                                            f"{QUICK_EPOCHS} with --quick)")
-    p.add_argument("--batch", type=int, default=d.batch, help=f"table1: minibatch size K (default {d.batch})")
-    p.add_argument("--lr", type=float, default=d.lr, help=f"table1: initial learning rate (default {d.lr})")
-    p.add_argument("--decay-rate", type=float, default=d.decay_rate, help="table1: r in lr/(1 + r t) (default 1e-8)")
+    p.add_argument("--epochs", type=int, default=None, help=f"table1, minibatch: at most this many epochs (default "
+                                                            f"{EPOCHS}; {QUICK_EPOCHS} with --quick; minibatch 4)")
+    p.add_argument("--batch", type=int, default=BATCH, help=f"table1: minibatch size K (default {BATCH})")
+    p.add_argument("--lr", type=float, default=LR, help=f"table1: initial learning rate eps_0 (default {LR})")
+    p.add_argument("--decay-rate", type=float, default=DECAY_RATE,
+                   help=f"table1: r in eps_0 / (1 + r t), t the number of updates (default {DECAY_RATE:g})")
     p.add_argument("--weight-decay", type=float, default=d.weight_decay,
                    help="table1: weight decay on C, H, U, W (default 1e-4, the paper's for Brown)")
     p.add_argument("--patience", type=int, default=d.patience,

@@ -183,3 +183,30 @@ def test_quick_slices_a_big_corpus():
     assert (len(c.train), len(c.valid), len(c.test)) == (QUICK_SPLIT[0], 6000, 6000)  # 48000/6000/6000 cut
     assert c.name.endswith("[quick]") and np.array_equal(c.valid, table_corpus(
         argparse.Namespace(**dict(vars(args), quick=False))).valid)
+
+
+def test_minibatch_target(tmp_path):
+    """K = 1 against K = 128 at the same per-example step: same start, same order, close curves."""
+    out = tmp_path / "mb.json"
+    assert run(["reproduce", "minibatch", "--corpus", "synthetic", "--synthetic-tokens", "8000", "--rows", "MLP7",
+                "--epochs", "2", "--lr", "0.5", "--out", str(out), "--quiet"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["row"] == "MLP7" and doc["model"]["n"] == 3 and doc["tokens"]["train"] == 6400
+    runs = doc["runs"]
+    assert list(runs) == ["k1", "same-step", "table1"]
+    assert (runs["k1"]["batch"], runs["k1"]["lr"]) == (1, 1e-3) and runs["table1"]["lr"] == 0.5
+    assert runs["k1"]["per_example_step"] == pytest.approx(runs["same-step"]["per_example_step"])
+    for r in runs.values():
+        assert [e["epoch"] for e in r["history"]] == [1, 2]
+        assert r["history"][1]["examples"] == 2 * (6400 - 2)  # every window of the training split, per epoch
+    assert runs["k1"]["history"][-1]["updates"] == 2 * 6398 and runs["same-step"]["history"][-1]["updates"] == 2 * 50
+    # the same step per example: the two curves agree to a few percent (small steps add up nearly linearly)
+    for a, b in zip(runs["k1"]["history"], runs["same-step"]["history"]):
+        assert a["valid_ppl"] == pytest.approx(b["valid_ppl"], rel=0.05)
+    # the larger table1 rate learns faster per example on this easy corpus
+    assert runs["table1"]["history"][-1]["valid_ppl"] < runs["k1"]["history"][-1]["valid_ppl"]
+
+
+def test_minibatch_one_row_only(tmp_path):
+    with pytest.raises(UserError, match="one network"):
+        run(["reproduce", "minibatch", "--corpus", "synthetic", "--rows", "MLP7,MLP9", "--out", str(tmp_path / "x")])
