@@ -41,6 +41,7 @@ sit beside ours (full Brown only).
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -363,9 +364,48 @@ def run_table1(args) -> Path:
         if not args.quiet:
             print(f"   {row}: valid {ev['valid']:.1f}, test {ev['test']:.1f}; {even} (mix 0.5): "
                   f"test {ev['mix']['0.5']['test']:.1f}; written to {out}", flush=True)
-    print_table(doc, kn5_test(corpus, full_brown))
+    if args.save_features if args.save_features is not None else not args.quick:
+        save_features(read_doc(out) or doc, runs, corpus, out.with_name(out.stem + "_features.npz"), args.quiet)
+    print_table(read_doc(out) or doc, kn5_test(corpus, full_brown))
     print(f"wrote {out}")
     return out
+
+
+def vocab_fingerprint(vocab) -> str:
+    """A short hash of the word list: features saved on one machine match a vocabulary on another."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(vocab.words).encode("utf-8")).hexdigest()[:16]
+
+
+def save_features(doc: dict, runs: Path, corpus, path: Path, quiet: bool = False) -> Path | None:
+    """Save C, the word features of the table's best network (lowest validation perplexity among
+    the trained rows whose checkpoint is in ``runs``), as float16 next to the table.
+
+    The embeddings chapter reads its nearest neighbours from this file. It holds numbers only, one
+    row per word id, and the fingerprint of the vocabulary they belong to; the words themselves
+    come from the reader's own copy of the corpus."""
+    from .train import model_from_checkpoint
+
+    done = [r for r in ROWS if r in doc["rows"] and (runs / r / "checkpoint.npz").exists()]
+    if not done:
+        return None
+    row = min(done, key=lambda r: doc["rows"][r]["valid"])
+    entry = doc["rows"][row]
+    if path.exists():
+        with np.load(path, allow_pickle=False) as old:
+            if str(old["row"]) == row and str(old["finished"]) == entry["finished"]:
+                return path  # up to date
+    model = model_from_checkpoint(runs / row / "checkpoint.npz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, C=model.params["C"].astype(np.float16), row=row, valid=entry["valid"],
+                        test=entry["test"], finished=entry["finished"], V=corpus.V,
+                        vocab_sha=vocab_fingerprint(corpus.vocab), corpus=corpus.name)
+    os.replace(tmp, path)
+    if not quiet:
+        print(f"word features of {row} (valid {entry['valid']:.1f}) written to {path}", flush=True)
+    return path
 
 
 def _row_stale(entry: dict | None, s: dict) -> bool:
@@ -463,3 +503,6 @@ def add_args(p) -> None:
     p.add_argument("--runs-dir", default=None, help="table1: where rows checkpoint (default $NPLM_EDU_RUNS or "
                                                     "~/.cache/nplm_edu/runs)")
     p.add_argument("--force", action="store_true", help="table1: retrain the requested rows from scratch")
+    p.add_argument("--save-features", action=argparse.BooleanOptionalAction, default=None,
+                   help="table1: write the best network's word features C to <out>_features.npz (default: "
+                        "yes, but not with --quick)")

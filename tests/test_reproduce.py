@@ -210,3 +210,20 @@ def test_minibatch_target(tmp_path):
 def test_minibatch_one_row_only(tmp_path):
     with pytest.raises(UserError, match="one network"):
         run(["reproduce", "minibatch", "--corpus", "synthetic", "--rows", "MLP7,MLP9", "--out", str(tmp_path / "x")])
+
+
+def test_table1_saves_the_best_networks_features(tmp_path):
+    from nplm_edu.corpus import load_corpus
+    from nplm_edu.table1 import vocab_fingerprint
+    from nplm_edu.train import model_from_checkpoint
+
+    doc = table1(tmp_path, "--rows", "MLP7,MLP9", "--epochs", "1", "--save-features")
+    best = min(("MLP7", "MLP9"), key=lambda r: doc["rows"][r]["valid"])
+    with np.load(tmp_path / "t1_features.npz", allow_pickle=False) as f:
+        assert str(f["row"]) == best and f["C"].dtype == np.float16 and int(f["V"]) == doc["V"]
+        assert str(f["vocab_sha"]) == vocab_fingerprint(load_corpus("synthetic", synthetic_tokens=8000).vocab)
+        C = model_from_checkpoint(tmp_path / "runs" / "t1" / best / "checkpoint.npz").params["C"]
+        np.testing.assert_allclose(f["C"], C, rtol=1e-3, atol=1e-4)  # float16: 3 significant digits
+    assert not (tmp_path / "t1_features.npz.tmp.npz").exists()
+    table1(tmp_path, "--rows", "MLP7", "--epochs", "1")  # --quick without --save-features writes none
+    assert not list((tmp_path / "runs").glob("*features*"))
