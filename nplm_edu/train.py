@@ -266,7 +266,8 @@ def train(model: NPLM, corpus_or_windows, config: TrainConfig, out_dir=None, res
                 if not math.isfinite(loss):
                     bar.close()
                     write_history()
-                    where = f" (the last good checkpoint is kept in {ckpt})" if ckpt is not None else ""
+                    where = (f" (the last good checkpoint is kept in {ckpt})" if ckpt is not None and ckpt.exists()
+                             else " (no checkpoint was written yet)" if ckpt is not None else "")
                     raise TrainingDiverged(f"the training loss became {loss} at update {state['step']} of epoch "
                                            f"{state['epoch'] + 1}{where}; try a smaller learning rate")
                 state["step"] += 1
@@ -356,7 +357,8 @@ def _handler(args) -> int:
 
     cfg = TrainConfig(epochs=args.epochs, batch=args.batch, lr=args.lr, decay_rate=args.decay_rate,
                       weight_decay=args.weight_decay, seed=args.seed, patience=args.patience,
-                      checkpoint_every_minutes=args.checkpoint_minutes,
+                      checkpoint_every_minutes=(TrainConfig.checkpoint_every_minutes if args.checkpoint_minutes
+                                                is None else args.checkpoint_minutes),
                       examples_per_epoch=args.examples_per_epoch, max_updates=args.max_updates)
     cfg.validate()
     if args.workers < 1:
@@ -370,6 +372,10 @@ def _handler(args) -> int:
         comm = world()
         if comm is not None and comm.Get_rank() != 0:
             args.quiet = True  # one rank speaks
+    if args.parallel != "none":
+        from .parallel import check_options
+
+        check_options(args, 0 if args.parallel != "output-block" or comm is None else comm.Get_rank())
     corpus = corpus_from_args(args)
     model = NPLM(NPLMConfig(V=corpus.V, n=args.n, m=args.m, h=args.h, direct=args.direct,
                             dtype=args.dtype, seed=args.seed))
@@ -385,6 +391,7 @@ def _handler(args) -> int:
 def add_cli(subparsers) -> None:
     """``python -m nplm_edu train``: train an NPLM, print per-epoch perplexities, checkpoint to --out."""
     from .corpus import add_corpus_args
+    from .parallel import HONOURED
 
     d = TrainConfig()
     p = subparsers.add_parser("train", help="train the neural model (SGD, early stopping, checkpoints)",
@@ -406,12 +413,16 @@ def add_cli(subparsers) -> None:
     p.add_argument("--examples-per-epoch", type=int, default=None, help="use only this many examples per epoch")
     p.add_argument("--max-updates", type=int, default=None, help="stop after this many updates")
     p.add_argument("--out", default="runs/train", help="folder for checkpoint.npz and history.json")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
-    p.add_argument("--checkpoint-minutes", type=float, default=d.checkpoint_every_minutes,
-                   help="also checkpoint every this many minutes")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz (serial trainer only)")
+    p.add_argument("--checkpoint-minutes", type=float, default=None,
+                   help=f"also checkpoint every this many minutes (default {d.checkpoint_every_minutes:g}; "
+                        "serial trainer only)")
     p.add_argument("--parallel", choices=("none", "output-block", "hogwild"), default="none",
-                   help="parallel algorithm of section 3 (default none: serial)")
-    p.add_argument("--workers", type=int, default=1, help="processes for --parallel")
+                   help="parallel algorithm of section 3 (default none: serial). The parallel trainers honour "
+                        f"{HONOURED}; they checkpoint at the end of every epoch only (not every N minutes, "
+                        "not on Ctrl-C) and refuse --resume and --checkpoint-minutes")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes for --parallel hogwild (output-block: the ranks mpiexec -n starts)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
     p.set_defaults(func=_handler)
 

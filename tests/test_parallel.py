@@ -1,6 +1,7 @@
 """Tests of section 3's parallel trainers: exactness against the serial trainer under real MPI,
 a failing rank ending the job, hogwild on shared memory, and the command line."""
 import os
+import re
 import subprocess
 import sys
 import time
@@ -184,3 +185,67 @@ def test_cli_hogwild_trains(tmp_path):
     assert h["parallel"] == {"algorithm": "hogwild", "workers": 2} and len(h["epochs"]) == 2
     assert h["epochs"][1]["valid_ppl"] < h["epochs"][0]["train_ppl"]  # it learned: first-epoch average > end
     assert (tmp_path / "checkpoint.npz").exists()
+
+
+@pytest.mark.parametrize("algorithm", ["output-block", "hogwild"])
+@pytest.mark.parametrize("option", [["--resume"], ["--checkpoint-minutes", "5"]])
+def test_cli_parallel_refuses_options_it_would_ignore(tmp_path, algorithm, option):
+    """--resume (and an explicit --checkpoint-minutes) with --parallel: one error line and status 2, not
+    a silent restart that overwrites the checkpoint being 'resumed'."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "checkpoint.npz").write_bytes(b"the run to resume")
+    proc = subprocess.run([sys.executable, *_train_cli(), *CLI_COMMON, "--out", str(out), "--parallel", algorithm,
+                           *option], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"error: {option[0]} is not supported with --parallel {algorithm}: " +
+                                        ("the parallel trainers always start from the initial parameters (and "
+                                         "would overwrite the checkpoint); run again without --resume"
+                                         if option[0] == "--resume" else
+                                         "the parallel trainers checkpoint at the end of every epoch only")]
+    assert (out / "checkpoint.npz").read_bytes() == b"the run to resume"
+    assert not (out / "history.json").exists()
+
+
+def test_mpi_cli_refuses_resume_in_one_line(tmp_path):
+    """Under mpiexec -n 2 only rank 0 reports the refused --resume: one line for the job."""
+    proc, _ = mpiexec(2, *_train_cli(), *CLI_COMMON, "--out", tmp_path, "--parallel", "output-block", "--resume")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["error: --resume is not supported with --parallel output-block: the parallel "
+                                        "trainers always start from the initial parameters (and would overwrite "
+                                        "the checkpoint); run again without --resume"]
+
+
+def test_hogwild_stops_when_the_loss_diverges():
+    """A learning rate of 1e30 makes the shared parameters overflow after the first updates: every
+    worker stops and train_hogwild raises TrainingDiverged (not a silent epoch of NaN updates), with
+    the shared memory freed."""
+    from nplm_edu.parallel.hogwild import HogwildDiverged, train_hogwild
+    from nplm_edu.train import TrainingDiverged
+
+    c = _small_corpus()
+    ctx, tgt = c.windows("train", 3)
+    before = set(os.listdir("/dev/shm"))
+    with pytest.raises(TrainingDiverged, match=r"^the training loss became (nan|inf|-inf) at about update \d+ "
+                                               r"\(hogwild worker [12] of 2\); try a smaller learning rate$") as info, \
+            np.errstate(over="ignore", invalid="ignore"):
+        train_hogwild(NPLM(NPLMConfig(V=c.V, n=3, m=8, h=16, seed=0)).params, ctx, tgt, workers=2, examples=3000,
+                      batch_size=4, lr=1e30)
+    assert isinstance(info.value, HogwildDiverged) and info.value.update < 20  # long before 750 updates
+    assert set(os.listdir("/dev/shm")) - before == set()
+
+
+def test_cli_hogwild_divergence_is_one_clear_error(tmp_path):
+    """The command line ends a diverging hogwild run at once, with the serial trainer's kind of message
+    (and status 2, no traceback) instead of training a whole epoch on NaN."""
+    lr = CLI_COMMON.index("--lr")
+    args = [*CLI_COMMON[:lr + 1], "1e30", *CLI_COMMON[lr + 2:]]
+    proc = subprocess.run([sys.executable, *_train_cli(), *args, "--out", str(tmp_path / "run"), "--parallel",
+                           "hogwild", "--workers", "2"], capture_output=True, text=True, env=ENV, cwd=ROOT,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.splitlines()[-1]  # (after numpy's overflow warnings, as in the serial trainer)
+    assert re.fullmatch(r"error: the training loss became (nan|inf|-inf) at about update \d+ of epoch 1 \(hogwild "
+                        r"worker [12] of 2\) \(no checkpoint was written yet\); try a smaller learning rate", last), last
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "run" / "checkpoint.npz").exists()

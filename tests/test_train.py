@@ -1,7 +1,13 @@
 """SGD trainer: the update rule, determinism, resume == uninterrupted, checkpoints, divergence, CLI."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,11 +141,59 @@ def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path):
         if step == 30:
             model.params["b"][0] = np.nan
 
-    with pytest.raises(TrainingDiverged, match="nan"):
-        run(tmp_path, "nan", 3, callback=poison, minutes=0.0)
-    meta, params, _ = load_checkpoint(tmp_path / "nan" / "checkpoint.npz")
-    assert meta["step"] <= 30 and all(np.all(np.isfinite(p)) for p in params.values())
+    # minutes=0: a checkpoint is due right after the poisoning update, so save_checkpoint's guard fires
+    with pytest.raises(TrainingDiverged, match="parameters are no longer finite: .*checkpoint.npz not overwritten"):
+        run(tmp_path, "poisoned", 3, callback=poison, minutes=0.0)
+    meta, params, _ = load_checkpoint(tmp_path / "poisoned" / "checkpoint.npz")
+    assert meta["step"] == 29 and all(np.all(np.isfinite(p)) for p in params.values())  # the update before
 
+
+def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, monkeypatch):
+    """A learning rate that explodes in epoch 2 (update 25 of 38) makes the parameters overflow and the
+    training loss non-finite: train() stops at that update with its message (the loss check, not the
+    checkpoint guard: with the default 10-minute interval no checkpoint is due mid-epoch), and the
+    checkpoint of the end of epoch 1 is left intact: it loads, finite, equal to a 1-epoch run's."""
+    import nplm_edu.train as train_mod
+
+    rule = train_mod.learning_rate
+    monkeypatch.setattr(train_mod, "learning_rate", lambda lr0, r, t: 1e30 if t >= 25 else rule(lr0, r, t))
+    model = new_model()
+    losses = []
+    update = model.sgd_update
+
+    def recording(*args):
+        losses.append(update(*args))
+        return losses[-1]
+
+    model.sgd_update = recording
+    cfg = TrainConfig(epochs=3, batch=32, lr=0.3, weight_decay=1e-3, decay_rate=1e-3, seed=5, patience=10)
+    assert cfg.checkpoint_every_minutes == 10.0  # the default: checkpoints at the end of each epoch only
+    out = tmp_path / "blowup"
+    with pytest.raises(TrainingDiverged) as info, np.errstate(over="ignore", invalid="ignore"):
+        train(model, data(), cfg, out_dir=out, quiet=True)  # (numpy's overflow warnings are expected)
+    msg = str(info.value)
+    bad = len(losses) - 1  # the update whose loss was not finite: the last one attempted
+    assert bad > 25 and all(np.isfinite(losses[:bad])) and not np.isfinite(losses[bad])
+    assert msg == (f"the training loss became {losses[bad]} at update {bad} of epoch 2 (the last good "
+                   f"checkpoint is kept in {out / 'checkpoint.npz'}); try a smaller learning rate")
+    assert bad < 2 * 19  # stopped inside epoch 2: no further update, no epoch-2 validation or checkpoint
+    saved = json.loads((out / "history.json").read_text())
+    assert [e["epoch"] for e in saved["epochs"]] == [1]
+    meta, params, best = load_checkpoint(out / "checkpoint.npz")
+    assert (meta["step"], meta["epoch"], meta["batch_in_epoch"]) == (19, 1, 0)  # the end of epoch 1
+    assert all(np.all(np.isfinite(p)) for p in list(params.values()) + list(best.values()))
+    monkeypatch.setattr(train_mod, "learning_rate", rule)
+    one_epoch, _ = run(tmp_path, "one-epoch", 1)
+    for k in one_epoch.params:
+        assert np.array_equal(params[k], one_epoch.params[k]), k
+    assert model_from_checkpoint(out / "checkpoint.npz").perplexity(*data()[1]) < 20  # usable: below uniform
+
+
+def test_divergence_before_any_checkpoint_says_so(tmp_path):
+    with pytest.raises(TrainingDiverged, match=r"at update 1 of epoch 1 \(no checkpoint was written yet\); try a "
+                                               "smaller learning rate"), np.errstate(over="ignore", invalid="ignore"):
+        train(new_model(), data(), TrainConfig(epochs=1, batch=32, lr=1e30), out_dir=tmp_path / "early", quiet=True)
+    assert not (tmp_path / "early" / "checkpoint.npz").exists()
 
 def test_callback_every(tmp_path):
     seen = []
@@ -192,3 +246,72 @@ def test_max_updates_then_resume_continues(tmp_path):
     train(resumed, data(), cfg, out_dir=tmp_path / "lim", resume=True, quiet=True)
     for k in full.params:
         assert np.array_equal(full.params[k], resumed.params[k]), k
+
+
+# ----------------------------------------------------------------- resume through a real process
+ROOT = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+CLI_RUN = [sys.executable, "-m", "nplm_edu", "train", "--corpus", "synthetic", "--n", "3", "--h", "8", "--m", "6",
+           "--epochs", "4", "--batch", "4", "--lr", "0.1", "--seed", "3", "--patience", "10", "--quiet"]
+UPDATES_PER_EPOCH = 6000  # 24,000 training windows of the default synthetic corpus / K = 4
+
+
+def _cli(out, *extra, timeout=120):
+    return subprocess.run([*CLI_RUN, "--out", str(out), *extra], capture_output=True, text=True, env=ENV,
+                          cwd=ROOT, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("uninterrupted")
+    proc = _cli(out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_cli_resume_after_a_real_interruption_equals_uninterrupted(tmp_path, uninterrupted, how):
+    """`python -m nplm_edu train ... --out DIR` stopped in the middle of the run, then the same command
+    with --resume, ends with exactly (bitwise) the parameters, best parameters and history of the same
+    command run without interruption. SIGINT (Ctrl-C): sent once the end-of-epoch-1 checkpoint exists;
+    the trainer finishes its update, checkpoints and exits with status 130. SIGKILL: no chance to save
+    anything, so --checkpoint-minutes 0.005 (every 0.3 s) provides a checkpoint inside epoch 1 and the
+    kill lands wherever the run is; the atomic writes leave a loadable checkpoint behind."""
+    out = tmp_path / "cut"
+    extra = ["--checkpoint-minutes", "0.005"] if how == "SIGKILL" else []
+    proc = subprocess.Popen([*CLI_RUN, "--out", str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "checkpoint.npz").exists():
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "no checkpoint within 60 s"
+            time.sleep(0.005)
+        proc.send_signal(getattr(signal, how))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # only on a failed assertion above
+            proc.kill()
+            proc.wait()
+    if how == "SIGINT":
+        assert proc.returncode == 130 and err.strip() == "interrupted", err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    meta, _, _ = load_checkpoint(out / "checkpoint.npz")
+    assert 0 < meta["step"] < 4 * UPDATES_PER_EPOCH and not meta["done"]  # really stopped mid-run
+    if how == "SIGINT":
+        assert meta["step"] > UPDATES_PER_EPOCH and meta["batch_in_epoch"] > 0  # saved on Ctrl-C, mid-epoch
+
+    resumed = _cli(out, *extra, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    with np.load(uninterrupted / "checkpoint.npz", allow_pickle=False) as a, \
+            np.load(out / "checkpoint.npz", allow_pickle=False) as b:
+        assert sorted(a.files) == sorted(b.files)
+        arrays = [k for k in a.files if k.startswith(("param/", "best/"))]
+        assert len(arrays) == 12  # C, H, d, U, W, b and their best values
+        for k in arrays:
+            assert np.array_equal(a[k], b[k]), k
+    ha, hb = (json.loads((d / "history.json").read_text()) for d in (uninterrupted, out))
+    strip = [[{k: v for k, v in e.items() if k != "seconds"} for e in h["epochs"]] for h in (ha, hb)]
+    assert len(strip[0]) == 4 and strip[0] == strip[1]
+    assert ha["best_valid_ppl"] == hb["best_valid_ppl"] and ha["updates"] == hb["updates"] == 4 * UPDATES_PER_EPOCH

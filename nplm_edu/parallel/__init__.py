@@ -8,6 +8,8 @@
 :func:`fit` is the epoch loop both share on the command line: the serial trainer's example order
 (``train.epoch_order``), learning rate (``train.learning_rate``), per-epoch validation, early
 stopping, ``history.json`` and ``checkpoint.npz`` (written by rank 0 only), in the same formats.
+Checkpoints are written at the end of every epoch only: :func:`check_options` refuses ``--resume``
+and ``--checkpoint-minutes`` with one error line rather than ignoring them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+
+from ..errors import UserError
 
 
 def fit(model, corpus, config, out_dir, run_epoch, perplexity, gather, rank: int = 0, info: dict | None = None,
@@ -94,10 +98,34 @@ def _write_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
+# what the parallel trainers do with the options of `train` (also in `train --help`)
+HONOURED = ("the corpus and model options, --epochs, --batch, --lr, --decay-rate, --weight-decay, --seed, "
+            "--patience, --examples-per-epoch, --max-updates, --out and --quiet")
+UNSUPPORTED = {
+    "resume": "the parallel trainers always start from the initial parameters (and would overwrite "
+              "the checkpoint); run again without --resume",
+    "checkpoint_minutes": "the parallel trainers checkpoint at the end of every epoch only",
+}
+
+
+def check_options(args, rank: int = 0) -> None:
+    """Refuse the ``train`` options the parallel trainers do not honour (``--resume``, an explicit
+    ``--checkpoint-minutes``) with one clear line instead of ignoring them: a UserError on rank 0,
+    a silent exit with status 2 on the other ranks of an MPI job (so the job prints one line)."""
+    for name, why in UNSUPPORTED.items():
+        value = getattr(args, name, None)
+        if value is not None and value is not False:
+            if rank != 0:
+                raise SystemExit(2)
+            raise UserError(f"--{name.replace('_', '-')} is not supported with --parallel {args.parallel}: {why}")
+
+
 def run_output_block(args, model, corpus, config) -> dict:
     """``train --parallel output-block`` (run under ``mpiexec -n M``; M = 1 without it)."""
-    from .output_block import run
+    from .output_block import run, world
 
+    comm = world()
+    check_options(args, 0 if comm is None else comm.Get_rank())
     return run(args, model, corpus, config)
 
 
@@ -105,4 +133,5 @@ def run_hogwild(args, model, corpus, config) -> dict:
     """``train --parallel hogwild --workers P``."""
     from .hogwild import run
 
+    check_options(args)
     return run(args, model, corpus, config)

@@ -17,10 +17,12 @@ import math
 import multiprocessing as mp
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from multiprocessing import shared_memory
 
 import numpy as np
 
+from ..train import TrainingDiverged
 from .output_block import OutputBlockSGD, epoch_batches
 
 
@@ -39,13 +41,30 @@ class HogwildResult:
         return self.updates / self.seconds
 
 
-def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0: int, errors) -> None:
-    """SGD over this worker's slice, writing into the shared parameters (in trainer.state)."""
+class HogwildDiverged(TrainingDiverged):
+    """A worker's training loss became NaN or infinite (the shared parameters are then ruined)."""
+
+    def __init__(self, loss: float, update: int, worker: int, workers: int):
+        self.loss, self.update, self.worker, self.workers = loss, update, worker, workers
+        super().__init__(f"the training loss became {loss} at about update {update} (hogwild worker {worker + 1} "
+                         f"of {workers}); try a smaller learning rate")
+
+
+def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0: int, errors, stop) -> None:
+    """SGD over this worker's slice, writing into the shared parameters (in trainer.state). A
+    non-finite loss sets the shared ``stop`` flag, which ends every worker at its next update."""
     try:
         total = 0.0
         for j, batch in enumerate(epoch_batches(idx, trainer.K)):
-            trainer.t = t0 + j * P + w  # about the global number of updates so far (for lr_t)
-            total += trainer.step(contexts[batch], targets[batch]) * len(batch)
+            if stop.value:  # another worker saw the loss diverge: the shared parameters are ruined
+                break
+            trainer.t = t = t0 + j * P + w  # about the global number of updates so far (for lr_t)
+            loss = trainer.step(contexts[batch], targets[batch])
+            if not math.isfinite(loss):
+                stop.value = 1
+                errors.put(("diverged", (t, w, loss)))
+                return
+            total += loss * len(batch)
         errors.put(("ok", total))  # this worker's summed training NLL
     except BaseException as exc:  # noqa: BLE001 -- report to the parent, which raises
         errors.put(("error", f"worker {w}: {type(exc).__name__}: {exc}"))
@@ -62,7 +81,8 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
     ``order``: the example indices to visit (default: a permutation drawn from ``seed``); ``t0``:
     updates done before (for lr_t). ``params`` is not modified; the result holds the trained parameters. If ``trainer_out`` is a
     list, an M = 1 :class:`OutputBlockSGD` holding the final parameters is appended (for
-    evaluation with ``.perplexity``)."""
+    evaluation with ``.perplexity``). A worker whose loss becomes NaN or infinite stops every worker
+    and :class:`HogwildDiverged` (a ``train.TrainingDiverged``) is raised."""
     N = len(targets)
     examples = N if examples is None else min(int(examples), N)
     if order is None:
@@ -81,7 +101,8 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
             shared[...] = arr
             trainer.state[name] = shared
         errors = ctx.SimpleQueue()
-        procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, t0, errors))
+        stop = ctx.RawValue("i", 0)  # set by a worker whose loss is not finite; read without a lock
+        procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, t0, errors, stop))
                  for w, s in enumerate(slices)]
         t0 = time.perf_counter()
         for p in procs:
@@ -94,6 +115,10 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
         if failed or any(p.exitcode != 0 for p in procs):
             msg = failed[0] if failed else f"exit codes {[p.exitcode for p in procs]}"
             raise RuntimeError(f"a hogwild worker failed: {msg}")
+        diverged = sorted(v for kind, v in reports if kind == "diverged")
+        if diverged:
+            update, w, loss = diverged[0]  # the earliest non-finite loss
+            raise HogwildDiverged(loss, update, w, workers)
         train_nll = sum(v for _, v in reports) / examples
         for name in trainer.state:  # private copies before the shared memory goes away
             trainer.state[name] = np.array(trainer.state[name])
@@ -120,9 +145,18 @@ def run(args, model, corpus, config) -> dict:
 
     def run_epoch(order, step):
         out = []
-        res = train_hogwild(current["params"], tr_ctx, tr_tgt, workers=P, batch_size=config.batch,
-                            lr=config.lr, r=config.decay_rate, weight_decay=config.weight_decay,
-                            order=order, t0=step, trainer_out=out)
+        current["epoch"] = current.get("epoch", 0) + 1
+        try:
+            res = train_hogwild(current["params"], tr_ctx, tr_tgt, workers=P, batch_size=config.batch,
+                                lr=config.lr, r=config.decay_rate, weight_decay=config.weight_decay,
+                                order=order, t0=step, trainer_out=out)
+        except HogwildDiverged as e:  # the serial trainer's message, with the epoch and the checkpoint kept
+            ckpt = Path(args.out) / "checkpoint.npz" if args.out is not None else None
+            where = (f" (the last good checkpoint is kept in {ckpt})" if ckpt is not None and ckpt.exists()
+                     else " (no checkpoint was written yet)" if ckpt is not None else "")
+            raise TrainingDiverged(f"the training loss became {e.loss} at about update {e.update} of epoch "
+                                   f"{current['epoch']} (hogwild worker {e.worker + 1} of {e.workers}){where}; "
+                                   "try a smaller learning rate") from None
         current["params"], current["trainer"] = res.params, out[0]
         return res.train_nll, res.updates, {"updates_per_s": res.updates_per_s}
 
