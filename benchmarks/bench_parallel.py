@@ -2,7 +2,7 @@
 
     python benchmarks/bench_parallel.py --json data/results/parallel.json
 
-Output blocks: the Brown-sized model MLP1 (|V| = 16,383, n = 5, m = 60, h = 50, direct), float32,
+Output blocks: the Brown-sized model MLP1 (|V| = 16,383, the paper's Brown vocabulary; ours is 17,907; n = 5, m = 60, h = 50, direct), float32,
 one BLAS thread per rank, M = 1 (plain python, no MPI) and M = 2 (mpiexec -n 2), at K = 1 (the
 paper's per-example loop) and K = 128. Each run times a fixed number of real training updates
 (after 3 warm-up updates) inside OutputBlockSGD.step: seconds in Allreduce calls ("comm": includes

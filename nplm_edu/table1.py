@@ -20,9 +20,10 @@ Commands::
 Training: minibatch SGD (``train.train``) with validation after every epoch, early stopping
 (``--patience`` epochs without improvement; the best parameters are kept), up to ``--epochs``.
 The defaults are the settings of the committed table: K = 128 examples per update, eps_0 = 1.0 on
-the minibatch's mean gradient, r = 1e-4 (so the rate falls to 0.14 after 6 epochs of Brown), weight
-decay 1e-4 as in the paper, at most 6 epochs. The paper's K = 1 would take about 25 minutes per
-epoch per row on two cores; ``reproduce minibatch`` shows what minibatches change.
+the minibatch's mean gradient, r = 1e-4 (so the rate falls to 1 / (1 + 1e-4 * 37,500) = 0.21 after
+6 epochs of 6,250 updates on Brown), weight decay 1e-4 as in the paper, at most 6 epochs. The
+paper's K = 1 would take about half an hour per epoch per row on one core; ``reproduce minibatch``
+shows what minibatches change.
 Each row trains in its own folder ``<runs-dir>/table1/<ROW>/`` (``--runs-dir``, default
 ``$NPLM_EDU_RUNS`` or ``~/.cache/nplm_edu/runs``, outside git) and checkpoints there, so Ctrl-C
 or a crash loses at most a few minutes: rerunning the same command resumes inside the row.
