@@ -283,12 +283,14 @@ class NPLM(LanguageModel):
         mx, s = np.empty(K, y.dtype), np.empty(K, y.dtype)
 
         def block(lo, hi):
-            yb = y[lo:hi]  # (rows, |V|)
-            m = yb.max(axis=1, keepdims=True)
-            yb -= m  # subtract the max before exponentiating (section 2)
-            np.exp(yb, out=yb)  # unnormalised probabilities in [0, 1]
-            s[lo:hi] = yb.sum(axis=1)  # pairwise summation: accurate in float32 too
-            mx[lo:hi] = m[:, 0]
+            for r in range(lo, hi, 16):  # 16 rows (1.1 MB on Brown) stay in cache for the 4 passes
+                r2 = min(r + 16, hi)
+                yb = y[r:r2]  # (rows, |V|)
+                m = yb.max(axis=1, keepdims=True)
+                yb -= m  # subtract the max before exponentiating (section 2)
+                np.exp(yb, out=yb)  # unnormalised probabilities in [0, 1]
+                s[r:r2] = yb.sum(axis=1)  # pairwise summation: accurate in float32 too
+                mx[r:r2] = m[:, 0]
 
         rowwise(block, K, y.size)
         s = s.astype(np.float64)
