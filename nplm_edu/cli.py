@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
-        print(f"error: {e.strerror or e}: {e.filename}", file=sys.stderr)
+    except OSError as e:  # a missing file, a folder where a file should be, a file where a folder should be, ...
+        where = f": {e.filename}" if e.filename else ""
+        print(f"error: {e.strerror or e}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -56,6 +56,16 @@ def em_weight(log_pa: np.ndarray, log_pb: np.ndarray, bins: np.ndarray | None = 
     return lam
 
 
+def batched_log_prob(lm: LanguageModel, contexts, targets, batch: int = 1024) -> np.ndarray:
+    """log P(w_t | context) under ``lm`` for every window, ``batch`` windows at a time: (T,) float64.
+    The contexts may be longer than the model reads (its last order - 1 columns are used)."""
+    contexts = np.asarray(contexts)
+    if not len(targets):
+        return np.zeros(0)
+    return np.concatenate([lm.log_prob(_cut(contexts[i:i + batch], lm), targets[i:i + batch])
+                           for i in range(0, len(targets), batch)]).astype(np.float64)
+
+
 def mixed_log_prob(log_pa: np.ndarray, log_pb: np.ndarray, lam) -> np.ndarray:
     """log(lam P_a + (1 - lam) P_b) elementwise, stable; lam a scalar or an array like log_pa."""
     lam = np.asarray(lam, np.float64)
@@ -85,12 +95,7 @@ class Mixture(LanguageModel):
 
     def component_log_probs(self, contexts, targets, batch: int = 1024) -> tuple[np.ndarray, np.ndarray]:
         """(log P_a, log P_b) of every target, in batches: (T,), (T,)."""
-        contexts = np.asarray(contexts)
-        la = np.concatenate([self.a.log_prob(_cut(contexts[i:i + batch], self.a), targets[i:i + batch])
-                             for i in range(0, len(targets), batch)]) if len(targets) else np.zeros(0)
-        lb = np.concatenate([self.b.log_prob(_cut(contexts[i:i + batch], self.b), targets[i:i + batch])
-                             for i in range(0, len(targets), batch)]) if len(targets) else np.zeros(0)
-        return la.astype(np.float64), lb.astype(np.float64)
+        return batched_log_prob(self.a, contexts, targets, batch), batched_log_prob(self.b, contexts, targets, batch)
 
     def probs(self, contexts: np.ndarray) -> np.ndarray:
         contexts = np.asarray(contexts)

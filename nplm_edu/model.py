@@ -71,6 +71,13 @@ class NPLMConfig:
             raise UserError("h = 0 needs direct connections (otherwise the model ignores the context)")
         if self.dtype not in ("float32", "float64"):
             raise UserError(f"dtype must be float32 or float64, got {self.dtype!r}")
+        check_seed(self.seed)
+
+
+def check_seed(seed) -> None:
+    """A seed for ``numpy.random.default_rng``: a whole number >= 0 (one clear error otherwise)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise UserError(f"seed must be a whole number >= 0, got {seed!r}")
 
 
 def segment_sum(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -254,6 +261,14 @@ class NPLM(LanguageModel):
             targets = np.asarray(targets)
             if targets.shape != (contexts.shape[0],):
                 raise UserError(f"targets must have shape ({contexts.shape[0]},), got {targets.shape}")
+        for name, ids in (("contexts", contexts), ("targets", targets)):
+            if ids is None or ids.size == 0:
+                continue
+            if ids.dtype.kind not in "iu":
+                raise UserError(f"{name} must be integer word ids, got dtype {ids.dtype}")
+            lo, hi = ids.min(), ids.max()  # a negative id would silently wrap to the last rows of C
+            if lo < 0 or hi >= self.V:
+                raise UserError(f"{name} hold word ids outside 0..{self.V - 1} (min {lo}, max {hi})")
         return contexts, targets
 
     # ----------------------------------------------------------------- forward

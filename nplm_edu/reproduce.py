@@ -9,6 +9,8 @@ the git commit of the code (``"uncommitted"`` outside a git checkout or before t
     python -m nplm_edu reproduce table1             # the neural rows MLP1-MLP10 on Brown (hours, resumable)
     python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
     python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
+    python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM (under an hour)
+    python -m nplm_edu reproduce beyond --quick     # the same pipeline on a slice (seconds)
 """
 
 from __future__ import annotations
@@ -144,7 +146,14 @@ def run_minibatch(args) -> Path:
     return run(args)
 
 
-TARGETS = {"ngrams": run_ngrams, "table1": run_table1, "minibatch": run_minibatch}
+def run_beyond(args) -> Path:
+    """Beyond the paper: a larger network trained longer, mixed by EM weights: see :mod:`nplm_edu.beyond`."""
+    from .beyond import run_beyond as run
+
+    return run(args)
+
+
+TARGETS = {"ngrams": run_ngrams, "table1": run_table1, "minibatch": run_minibatch, "beyond": run_beyond}
 
 
 def _cmd_reproduce(args) -> int:
@@ -182,4 +191,7 @@ def add_cli(subparsers) -> None:
     from .table1 import add_args
 
     add_args(p)
+    from .beyond import add_args as add_beyond_args
+
+    add_beyond_args(p)  # after table1's: it re-marks the defaults of the options they share
     p.set_defaults(func=_cmd_reproduce)

@@ -59,6 +59,8 @@ def generate(n_tokens: int = 30_000, seed: int = 0,
     """
     if n_tokens < 1:
         raise UserError(f"the synthetic corpus needs at least 1 token, got {n_tokens}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise UserError(f"the synthetic corpus seed must be a whole number >= 0, got {seed!r}")
     rng = np.random.default_rng(seed)
     S = n_tokens // 8 + 2  # sentences: about 9.5 tokens each, so this always suffices
     C = {k: np.array(v, dtype=object) for k, v in CLASSES.items()}

@@ -266,9 +266,11 @@ def freq_bins(train_counts: np.ndarray, unk: int, targets: np.ndarray, logs: dic
     return out
 
 
-def evaluate_row(model, tri, corpus, train_counts) -> dict:
-    """Perplexities of the network alone and mixed with the trigram, plus the frequency-bin table."""
-    from .mixture import Mixture, em_weight, mixed_log_prob
+def evaluate_row(model, tri, corpus, train_counts, others: dict | None = None) -> dict:
+    """Perplexities of the network alone and mixed with the trigram, plus the frequency-bin table.
+    ``others``: more n-gram models by name (of order at most the network's), each also mixed with the
+    network by one EM weight and by EM weights per trigram bin (``mix["<name>_em"]``, ``mix["<name>_per_bin"]``)."""
+    from .mixture import Mixture, batched_log_prob, em_weight, mixed_log_prob
 
     def ppl(lp):
         return float(math.exp(-np.mean(lp)))
@@ -288,6 +290,18 @@ def evaluate_row(model, tri, corpus, train_counts) -> dict:
         "per_bin": {"weights": [round(float(w), 5) for w in lams], "valid": ppl(mixed_log_prob(*lv, lams[qv])),
                     "test": ppl(mixed_log_prob(*lt, lams[qt]))},
     }
+    for name, lm in (others or {}).items():
+        if lm.order > n:
+            raise UserError(f"cannot mix the n = {n} network with the order-{lm.order} model {name}")
+        ov, ot = batched_log_prob(lm, vc, vt), batched_log_prob(lm, tc, tt)  # (T,) log P_name
+        w = float(em_weight(lv[0], ov)[0])
+        ws = em_weight(lv[0], ov, qv, tri.n_bins)
+        out["mix"][f"{name}_em"] = {"weight": w, "valid": ppl(mixed_log_prob(lv[0], ov, w)),
+                                    "test": ppl(mixed_log_prob(lt[0], ot, w)), "alone_valid": ppl(ov),
+                                    "alone_test": ppl(ot)}
+        out["mix"][f"{name}_per_bin"] = {"weights": [round(float(x), 5) for x in ws],
+                                         "valid": ppl(mixed_log_prob(lv[0], ov, ws[qv])),
+                                         "test": ppl(mixed_log_prob(lt[0], ot, ws[qt]))}
     logs = {"mlp": lt[0], "trigram": lt[1], "mix": mixed_log_prob(*lt, 0.5)}
     out["test_by_frequency"] = freq_bins(train_counts, corpus.vocab.unk, tt, logs)
     return out

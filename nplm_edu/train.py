@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import UserError
-from .model import DECAYED, NPLM, NPLMConfig
+from .model import DECAYED, NPLM, NPLMConfig, check_seed
 
 FORMAT = "nplm-edu-checkpoint-1"
 
@@ -68,6 +68,7 @@ class TrainConfig:
             raise UserError("lr must be positive, got 0")
         if self.patience < 1:
             raise UserError(f"patience must be at least 1, got {self.patience}")
+        check_seed(self.seed)
         for name in ("examples_per_epoch", "max_updates"):
             v = getattr(self, name)
             if v is not None and v < 1:

@@ -116,6 +116,19 @@ def test_bad_files(tmp_path):
     assert_user_error(run("corpus", "info", "--corpus", str(latin), env=env, check_ok=False), "UTF-8")
 
 
+def test_export_to_a_file_not_a_folder(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert_user_error(run("corpus", "export", "--out", str(afile), check_ok=False), "afile")
+    assert_user_error(run("corpus", "export", "--out", str(afile / "sub"), check_ok=False), "afile")
+    assert afile.read_text() == "x"  # untouched
+
+
+def test_bad_seed_and_order_in_other_commands():
+    assert_user_error(run("train", "--seed", "-1", "--epochs", "1", check_ok=False), "seed")
+    assert_user_error(run("ngram", "--model", "kn", "--order", "1", check_ok=False), "2..5")
+
+
 @pytest.mark.parametrize("args", [
     ["--train-size", "0.95", "--valid-size", "0.1"],   # fractions adding up to more than 1
     ["--train-size", "40000"],                         # more tokens than the corpus has
@@ -126,6 +139,7 @@ def test_bad_files(tmp_path):
     ["--train-size", "1.5"],
     ["--min-count", "0"],
     ["--synthetic-tokens", "0"],
+    ["--corpus-seed", "-1"],                           # numpy would raise deep inside default_rng
 ])
 def test_bad_splits_and_options(args):
     assert_user_error(run("corpus", "info", *args, check_ok=False))

@@ -176,7 +176,7 @@ def test_gemm_update_blas_and_fallback_agree(dtype):
 
 
 @pytest.mark.parametrize("bad", [dict(m=0), dict(n=1), dict(h=-1), dict(h=0, direct=False), dict(V=1),
-                                 dict(dtype="float16")])
+                                 dict(dtype="float16"), dict(seed=-1), dict(seed=1.5)])
 def test_bad_config(bad):
     kw = dict(V=10, n=3, m=2, h=2, direct=True)
     kw.update(bad)
@@ -188,6 +188,19 @@ def test_bad_context_shape():
     model = make()
     with pytest.raises(UserError):
         model.log_prob(np.zeros((2, 2), int), np.zeros(2, int))
+
+
+@pytest.mark.parametrize("contexts, targets, says", [
+    ([[1, -1]], [2], "outside"),   # a negative id would silently read the last row of C
+    ([[1, 2]], [10], "outside"),   # |V| = 10: ids 0..9
+    ([[1.0, 2.0]], [1], "integer"),
+])
+def test_word_ids_out_of_range_are_one_clear_error(contexts, targets, says):
+    model = NPLM(NPLMConfig(V=10, n=3, m=2, h=3))
+    for call in (lambda: model.loss_and_grads(np.array(contexts), np.array(targets)),
+                 lambda: model.log_prob(np.array(contexts), np.array(targets))):
+        with pytest.raises(UserError, match=says):
+            call()
 
 
 def test_threaded_rows_match_one_thread(monkeypatch):

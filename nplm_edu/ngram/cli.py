@@ -28,8 +28,8 @@ def build_model(name: str, order: int, V: int, classes: int | None = None, passe
         if order != 3:
             raise UserError("the deleted-interpolation model is a trigram: use --order 3")
         return InterpolatedTrigram(V, verbose=not quiet)
-    if not 1 <= order <= 5:
-        raise UserError(f"--order must be 1..5, got {order}")
+    if not 2 <= order <= 5:
+        raise UserError(f"--order must be 2..5 (at least one context word), got {order}")
     if name == "mle":
         return MaximumLikelihood(order, V)
     if name == "kn":

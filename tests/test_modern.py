@@ -1,0 +1,240 @@
+"""Beyond the paper (nplm_edu.modern): dropout gradients against NPLM's and finite differences, Adam
+against a hand-computed step, determinism, resume == uninterrupted, and ``reproduce beyond --quick``."""
+
+import argparse
+import json
+import math
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from nplm_edu.errors import UserError
+from nplm_edu.gradcheck import gradcheck
+from nplm_edu.model import NPLM, NPLMConfig
+from nplm_edu.modern import (Adam, MaskedLoss, ModernConfig, dropout_mask, loss_and_grads, tie, tied_grads,
+                             train_modern)
+from nplm_edu.reproduce import add_cli
+
+CONFIGS = [dict(h=5, direct=True), dict(h=5, direct=False), dict(h=0, direct=True)]
+
+
+def make(h=5, direct=True, dtype="float64", seed=0):
+    model = NPLM(NPLMConfig(V=11, n=4, m=3, h=h, direct=direct, dtype=dtype, seed=seed))
+    rng = np.random.default_rng(seed + 100)
+    for p in model.params.values():  # random parameters, nonzero biases too
+        p[...] = 0.5 * rng.standard_normal(p.shape)
+    return model
+
+
+def batch(K=7, seed=1):
+    rng = np.random.default_rng(seed)
+    c = rng.integers(0, 11, (K, 3))
+    c[0] = 3  # a word repeated in one context and in another: rows of C accumulate
+    c[1, 0] = 3
+    return c, rng.integers(0, 11, K)
+
+
+@pytest.mark.parametrize("kw", CONFIGS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_no_dropout_gives_exactly_nplm_gradients(kw, dtype):
+    model = make(dtype=dtype, **kw)
+    c, t = batch()
+    loss, grads = model.loss_and_grads(c, t)
+    grads = {k: v.copy() for k, v in grads.items()}
+    loss2, grads2 = loss_and_grads(model, c, t)
+    assert loss2 == loss and list(grads2) == list(model.params)
+    for k in grads:
+        assert grads2[k].shape == model.params[k].shape and np.array_equal(grads2[k], grads[k]), k
+
+
+@pytest.mark.parametrize("kw", CONFIGS)
+def test_gradient_check_with_a_fixed_dropout_mask(kw):
+    model = make(**kw)
+    c, t = batch()
+    rng = np.random.default_rng(5)
+    mx = dropout_mask(rng, (7, 9), 0.4, np.float64)
+    ma = dropout_mask(rng, (7, kw["h"]), 0.5, np.float64)
+    assert set(np.unique(mx)) <= {0.0, 1 / 0.6} and (mx == 0).any()
+    errors = gradcheck(MaskedLoss(model, mx, ma), c, t)
+    assert max(errors.values()) < 1e-6, errors
+    # the masks matter: the dropped network's loss differs from the plain one
+    assert loss_and_grads(model, c, t, mx, ma)[0] != model.loss_and_grads(c, t)[0]
+
+
+def test_tied_embeddings_gradient_check():
+    model = NPLM(NPLMConfig(V=11, n=4, m=5, h=5, direct=False, dtype="float64", seed=0))
+    tie(model)
+    assert model.params["U"] is model.params["C"]
+    c, t = batch()
+    rng = np.random.default_rng(2)
+    masks = dropout_mask(rng, (7, 15), 0.3, np.float64), dropout_mask(rng, (7, 5), 0.5, np.float64)
+
+    class Tied(MaskedLoss):  # perturbing C moves U too: the numerical gradient is dL/dC + dL/dU
+        def loss_and_grads(self, contexts, targets):
+            loss, g = super().loss_and_grads(contexts, targets)
+            g = tied_grads(g)
+            return loss, dict(g, U=g["C"])
+
+    errors = gradcheck(Tied(model, *masks), c, t)
+    assert max(errors.values()) < 1e-6, errors
+    with pytest.raises(UserError, match="need h = m"):
+        tie(NPLM(NPLMConfig(V=11, n=4, m=3, h=5, direct=False)))
+
+
+def test_adam_one_step_by_hand():
+    # beta1 0.9, beta2 0.999, eps 1e-8, lr 0.1, weight decay 0.01, t = 1, p = 2, g = 0.5:
+    #   m = 0.1 * 0.5 = 0.05                    v = 0.001 * 0.25 = 0.00025
+    #   m_hat = m / (1 - 0.9) = 0.5             v_hat = v / (1 - 0.999) = 0.25, sqrt = 0.5
+    #   decoupled decay (C, H, U, W only): p = 2 (1 - 0.1 * 0.01) = 1.998
+    #   p = 1.998 - 0.1 * 0.5 / (0.5 + 1e-8) = 1.898 + 1e-9 (approximately: 0.1 * 0.5 * 1e-8 / 0.5^2)
+    # and for a bias (never decayed): 2 - 0.1 * 0.5 / (0.5 + 1e-8) = 1.9 + 1e-9
+    params = {"U": np.array([2.0]), "b": np.array([2.0])}
+    adam = Adam(params, 0.9, 0.999, 1e-8, weight_decay=0.01)
+    adam.step(params, {"U": np.array([0.5]), "b": np.array([0.5])}, lr=0.1)
+    assert np.isclose(params["U"][0], 1.998 - 0.1 * 0.5 / (0.5 + 1e-8), rtol=0, atol=1e-13)
+    assert np.isclose(params["b"][0], 2.0 - 0.1 * 0.5 / (0.5 + 1e-8), rtol=0, atol=1e-13)
+    assert np.isclose(adam.m["U"][0], 0.05) and np.isclose(adam.v["U"][0], 0.00025) and adam.t == 1
+    # step 2 with g = -0.5: m = 0.9*0.05 - 0.05 = -0.005, v = 0.999*0.00025 + 0.00025 = 0.00049975
+    #   m_hat = -0.005 / 0.19 = -0.0263158, v_hat = 0.00049975 / 0.001999 = 0.25000 -> sqrt 0.5
+    adam.step(params, {"U": np.array([-0.5]), "b": np.array([-0.5])}, lr=0.1)
+    m_hat, v_hat = -0.005 / (1 - 0.81), 0.00049975 / (1 - 0.999 ** 2)
+    b = 2.0 - 0.1 * 0.5 / (0.5 + 1e-8)
+    assert np.isclose(params["b"][0], b - 0.1 * m_hat / (np.sqrt(v_hat) + 1e-8), rtol=0, atol=1e-12)
+
+
+def data(V=20, n=3, N=600, seed=0):
+    """w_t = (w_{t-1} + 1) mod V 80% of the time."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, V, N + 200)
+    for i in range(2, len(ids)):
+        if rng.random() < 0.8:
+            ids[i] = (ids[i - 1] + 1) % V
+    from numpy.lib.stride_tricks import sliding_window_view
+    w = sliding_window_view(ids, n)
+    return (w[:N, :-1], w[:N, -1]), (w[N:, :-1], w[N:, -1])
+
+
+def fit(epochs, out=None, resume=False, **kw):
+    model = NPLM(NPLMConfig(V=20, n=3, m=4, h=8, direct=False, seed=1))
+    cfg = ModernConfig(epochs=epochs, batch=32, lr=0.01, lr_decay=0.8, weight_decay=0.01, patience=epochs, **kw)
+    return model, train_modern(model, data(), cfg, out_dir=out, resume=resume, quiet=True)
+
+
+def test_training_learns_and_is_deterministic():
+    a, ha = fit(3)
+    b, hb = fit(3)
+    for k in a.params:
+        assert np.array_equal(a.params[k], b.params[k]), k
+    assert [e["valid_ppl"] for e in ha["epochs"]] == [e["valid_ppl"] for e in hb["epochs"]]
+    v = [e["valid_ppl"] for e in ha["epochs"]]
+    assert v[-1] < v[0] < 20 and [e["lr"] for e in ha["epochs"]] == pytest.approx([0.01, 0.008, 0.0064])
+    c, _ = fit(3, seed=2)
+    assert not np.array_equal(a.params["H"], c.params["H"])  # the seed decides the masks and the order
+
+
+def test_resume_after_ctrl_c_mid_epoch_equals_uninterrupted(tmp_path, monkeypatch):
+    full, hfull = fit(2, tmp_path / "full")
+    calls = {"n": 0}
+    original = Adam.step
+
+    def interrupted(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 25:  # in the middle of epoch 2 (19 updates per epoch)
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(Adam, "step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fit(2, tmp_path / "cut")
+    monkeypatch.setattr(Adam, "step", original)
+    resumed, hres = fit(2, tmp_path / "cut", resume=True)
+    for k in full.params:
+        assert np.array_equal(full.params[k], resumed.params[k]), k
+    assert hres["epochs"] == [dict(e, seconds=r["seconds"]) for e, r in zip(hfull["epochs"], hres["epochs"])]
+    with np.load(tmp_path / "cut" / "checkpoint.npz", allow_pickle=False) as z:
+        assert "param/adam_m/U" in z.files and "best/U" in z.files
+    with pytest.raises(UserError, match="cannot resume with dropout_a"):
+        fit(3, tmp_path / "cut", resume=True, dropout_a=0.5)
+
+
+def test_sgd_without_dropout_is_the_papers_trainer():
+    from nplm_edu.train import TrainConfig, train
+
+    a = NPLM(NPLMConfig(V=20, n=3, m=4, h=8, direct=False, seed=1))
+    train_modern(a, data(), ModernConfig(epochs=2, batch=32, lr=0.5, lr_decay=1.0, weight_decay=1e-3, dropout_x=0,
+                                         dropout_a=0, optimizer="sgd", patience=2), quiet=True)
+    b = NPLM(NPLMConfig(V=20, n=3, m=4, h=8, direct=False, seed=1))
+    train(b, data(), TrainConfig(epochs=2, batch=32, lr=0.5, decay_rate=0, weight_decay=1e-3, patience=2), quiet=True)
+    for k in a.params:
+        assert np.array_equal(a.params[k], b.params[k]), k
+
+
+def run(argv):
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+TINY = ["reproduce", "beyond", "--corpus", "synthetic", "--synthetic-tokens", "8000", "--quick", "--quiet",
+        "--h", "16", "--m", "8", "--lr", "0.01"]
+
+
+def test_reproduce_beyond_quick(tmp_path):
+    out = tmp_path / "b.json"
+    assert run([*TINY, "--out", str(out), "--runs-dir", str(tmp_path / "runs"), "--dropout", "0.25",
+                "--optimizer", "adam"]) == 0
+    doc = json.loads(out.read_text())
+    for key in ("model", "training", "history", "train", "valid", "test", "mixtures", "mix_weight_em", "trigram",
+                "test_over_kn5", "kn5_test", "seconds", "seconds_training", "seconds_evaluation", "command", "commit",
+                "machine",
+                "epochs_run", "best_epoch"):
+        assert key in doc, key
+    t = doc["training"]
+    assert (t["lr"], t["batch"], t["weight_decay"], t["dropout_x"], t["dropout_a"]) == (0.01, 128, 1e-4, 0.25, 0.25)
+    assert doc["model"]["h"] == 16 and doc["epochs_run"] == len(doc["history"]) == 2 and doc["quick"]
+    nums = [doc["train"], doc["valid"], doc["test"], doc["mix_weight_em"]]
+    nums += [v[s] for v in doc["mixtures"].values() for s in ("valid", "test")]
+    assert all(math.isfinite(x) for x in nums) and 0 <= doc["mix_weight_em"] <= 1
+    # the EM weight is fitted on validation: at least as good there as 0.5
+    assert doc["mixtures"]["em"]["valid"] <= doc["mixtures"]["0.5"]["valid"] + 1e-6
+    assert doc["test_over_kn5"] is None  # no KN 5-gram of this corpus to compare with
+    # mixed with a Kneser-Ney 5-gram of the same training ids: its EM weight is at least as good on
+    # validation as either model alone (lam = 0 or 1 are among the weights EM can reach)
+    kn = doc["mixtures"]["kn5_em"]
+    assert 0 <= kn["weight"] <= 1 and kn["valid"] <= min(doc["valid"], kn["alone_valid"]) + 1e-6
+    assert len(doc["mixtures"]["kn5_per_bin"]["weights"]) == len(doc["mixtures"]["per_bin"]["weights"])
+    # the model reported is the one best on validation, among the network and every mixture
+    valids = {"network": doc["valid"], **{f"mix_{k}": v["valid"] for k, v in doc["mixtures"].items()}}
+    assert doc["chosen_on_valid"] == min(valids, key=valids.get)
+    # the description is made from the settings, not written once for all runs
+    assert "Adam" in doc["what"] and "dropout 0.25 on x and 0.25 on a" in doc["what"] and "h = 16" in doc["what"]
+    # the same command again: resumes from the finished checkpoint, trains nothing more, same numbers
+    assert run([*TINY, "--out", str(out), "--runs-dir", str(tmp_path / "runs"), "--dropout", "0.25",
+                "--optimizer", "adam"]) == 0
+    doc2 = json.loads(out.read_text())
+    assert doc2["resumed"] and doc2["history"] == doc["history"]
+    assert (doc2["train"], doc2["valid"], doc2["test"]) == (doc["train"], doc["valid"], doc["test"])
+
+
+@pytest.mark.parametrize("opt, says", [(["--dropout", "1"], "--dropout must lie in [0, 1)"),
+                                       (["--h", "0"], "--h must be at least 1"),
+                                       (["--lr", "-1"], "lr must be a finite number"),
+                                       (["--beta2", "1"], "beta2 must lie in [0, 1)")])
+def test_reproduce_beyond_bad_options(tmp_path, capsys, opt, says):
+    from nplm_edu.cli import main
+
+    assert main([*TINY, "--out", str(tmp_path / "x.json"), "--runs-dir", str(tmp_path / "r"), *opt]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and says in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_table1_keeps_its_own_defaults():
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["reproduce", "table1"])
+    assert (args.lr, args.batch, args.weight_decay) == (1.0, 128, 1e-4) and isinstance(args.batch, int)
+    assert json.dumps([args.lr, args.batch]) == "[1.0, 128]"
