@@ -24,6 +24,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 
 def _threads_from_argv() -> int:
@@ -150,6 +151,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     ap.add_argument("--threads", type=int, default=THREADS, help="BLAS / torch threads (default OMP_NUM_THREADS)")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+    ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_train.json)")
     args = ap.parse_args()
     try:
         if args.no_torch:
@@ -163,11 +165,13 @@ def main() -> None:
     print(f"threads {THREADS}; numpy {np.__version__}; fused BLAS gemm update: "
           f"{'yes' if model_module._GEMM else 'no (numpy fallback)'}; torch: "
           f"{torch.__version__ if have_torch else 'not installed (skipped)'}")
+    load_before = list(os.getloadavg())
     peak = matmul_peak(min(args.seconds, 3.0))
     print(f"float32 matmul peak (2048^3, best): {peak:.1f} GFLOP/s")
     print(f"{'shape':6} {'batch':>5} {'ours ex/s':>10} {'GFLOP/s':>8} {'of peak':>8} {'GEMMs ex/s':>10} "
           f"{'of GEMMs':>8}" + (f" {'torch ex/s':>10} {'ours/torch':>10}" if have_torch else ""))
     rounds = 3  # ours and torch alternate, best round of each: fairer on a shared, noisy machine
+    rows = []
     for name, shape in SHAPES.items():
         for K in (128, 1):
             secs = (args.seconds if K > 1 else args.seconds / 2) / rounds
@@ -189,8 +193,35 @@ def main() -> None:
             if have_torch:
                 line += f" {best['torch']:10.0f} {best['ours'] / best['torch']:10.2f}"
             print(line, flush=True)
-    print(f"float32 matmul peak again at the end: {matmul_peak(min(args.seconds, 3.0)):.1f} GFLOP/s "
+            rows.append({"shape": name, **shape, "V": V, "batch": K, "ours_examples_per_s": round(best["ours"], 1),
+                         "gflops": round(gf, 2), "of_peak": round(gf / peak, 4),
+                         "gemm_ceiling_examples_per_s": round(best["gemm"], 1) if K > 1 else None,
+                         "torch_examples_per_s": round(best["torch"], 1) if have_torch else None,
+                         "ours_over_torch": round(best["ours"] / best["torch"], 3) if have_torch else None})
+    peak_end = matmul_peak(min(args.seconds, 3.0))
+    print(f"float32 matmul peak again at the end: {peak_end:.1f} GFLOP/s "
           "(a large drop means other jobs took the cores meanwhile)")
+    at128 = [r for r in rows if r["batch"] == 128]
+    met = {"of_peak_at_least_0.65": all(r["of_peak"] >= 0.65 for r in at128),
+           "ours_over_torch_at_least_1.25": (all(r["ours_over_torch"] >= 1.25 for r in at128) if have_torch
+                                             else None)}
+    print(f"targets at batch 128: >= 65% of peak {'met' if met['of_peak_at_least_0.65'] else 'NOT met'}; "
+          f">= 1.25x PyTorch " + {True: "met", False: "NOT met", None: "not measured (no torch)"}[
+              met["ours_over_torch_at_least_1.25"]])
+    if args.json:
+        import json
+
+        from nplm_edu.reproduce import git_commit
+        from nplm_edu.table1 import machine, write_json_atomic
+
+        write_json_atomic(Path(args.json), {
+            "command": "python " + " ".join(sys.argv), "commit": git_commit(), "machine": machine(),
+            "threads": THREADS, "torch": torch.__version__ if have_torch else None,
+            "load_average_before": load_before, "load_average_after": list(os.getloadavg()),
+            "matmul_peak_gflops": round(peak, 2), "matmul_peak_gflops_at_end": round(peak_end, 2),
+            "flops_per_example": "6 |V| D + 6 h (n-1) m, D = h + (n-1) m with direct connections, h without",
+            "rows": rows, "targets_met": met})
+        print(f"wrote {args.json}")
 
 if __name__ == "__main__":
     main()

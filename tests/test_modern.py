@@ -16,6 +16,7 @@ from nplm_edu.model import NPLM, NPLMConfig
 from nplm_edu.modern import (Adam, MaskedLoss, ModernConfig, dropout_mask, loss_and_grads, tie, tied_grads,
                              train_modern)
 from nplm_edu.reproduce import add_cli
+from test_train import data  # the same small structured corpus as the SGD trainer's tests
 
 CONFIGS = [dict(h=5, direct=True), dict(h=5, direct=False), dict(h=0, direct=True)]
 
@@ -104,16 +105,6 @@ def test_adam_one_step_by_hand():
     assert np.isclose(params["b"][0], b - 0.1 * m_hat / (np.sqrt(v_hat) + 1e-8), rtol=0, atol=1e-12)
 
 
-def data(V=20, n=3, N=600, seed=0):
-    """w_t = (w_{t-1} + 1) mod V 80% of the time."""
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(0, V, N + 200)
-    for i in range(2, len(ids)):
-        if rng.random() < 0.8:
-            ids[i] = (ids[i - 1] + 1) % V
-    from numpy.lib.stride_tricks import sliding_window_view
-    w = sliding_window_view(ids, n)
-    return (w[:N, :-1], w[:N, -1]), (w[N:, :-1], w[N:, -1])
 
 
 def fit(epochs, out=None, resume=False, **kw):
