@@ -196,11 +196,11 @@ def text_tokens(path: Path) -> list[str]:
     if path.is_dir():
         raise UserError(f"{path} is a folder, not a text file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first word
     except UnicodeDecodeError as e:
         raise UserError(f"{path} is not UTF-8 text (byte {e.start}): convert it first, e.g. with iconv") from None
     tokens: list[str] = []
-    for line in text.splitlines():
+    for line in text.split("\n"):  # a paragraph per line ("\r\n" too: split() drops the "\r")
         words = line.split()
         if words:
             tokens.extend(words)

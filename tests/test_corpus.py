@@ -98,8 +98,10 @@ def test_brown_cache_second_load_is_fast(cache):
 def test_brown_cache_depends_on_min_count(cache, brown):
     other = load_corpus("brown", min_count=10)
     assert other.V < brown.V
-    assert len(list(cache.glob("brown-*.npz"))) == 1  # a separate cache entry for these options
-    assert len(other.ids) == len(brown.ids)
+    assert len(list(cache.glob("brown-*.npz"))) == 1  # a cache entry for these options
+    again = load_corpus("brown")  # min_count 4 in the same private cache: its own entry, not min_count 10's
+    assert len(list(cache.glob("brown-*.npz"))) == 2
+    assert again.V == brown.V and len(other.ids) == len(brown.ids)
 
 
 # --------------------------------------------------------------------------- vocabulary
@@ -172,6 +174,15 @@ def test_text_file_tokens_and_paragraphs(cache, tmp_path):
     assert (len(c.train), len(c.valid), len(c.test)) == (4, 2, 2)
     c = load_corpus(str(f), min_count=3)  # a: 3 times, kept; everything else -> <unk>
     assert c.vocab.decode(c.ids) == ["a", UNK, "a", UNK, UNK, "a", UNK, UNK]
+
+
+def test_text_file_bom_crlf_and_form_feed(cache, tmp_path):
+    f = tmp_path / "t.txt"
+    # a byte-order mark (Windows editors write one), CRLF line ends, and a form feed inside a line:
+    # the mark is not part of "a", "\r" is whitespace, and only "\n" ends a paragraph
+    f.write_bytes("\ufeffa b\r\nc\x0cd\r\n".encode("utf-8"))
+    c = load_corpus(str(f), min_count=1, train=2, valid=2)
+    assert c.vocab.decode(c.ids) == ["a", "b", PARAGRAPH, "c", "d", PARAGRAPH]
 
 
 def test_text_file_cache_sees_changes(cache, tmp_path):

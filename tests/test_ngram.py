@@ -217,6 +217,10 @@ def test_cli_prints_and_writes_json(tmp_path, capsys):
     assert res["model"] == "kn" and res["order"] == 4 and 1 < res["test"] < res["V"]
     text = capsys.readouterr().out
     assert "test  perplexity" in text and "time:" in text
+    # --json -: stdout is the JSON document alone (the report goes to stderr), so it can be piped
+    assert run_cli(["ngram", "--model", "kn", "--order", "3", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["order"] == 3 and "test  perplexity" in captured.err
     assert run_cli(["ngram", "--model", "class", "--classes", "5", "--quiet"]) == 0
     with pytest.raises(UserError):
         run_cli(["ngram", "--model", "interp", "--order", "4"])

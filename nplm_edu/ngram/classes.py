@@ -79,6 +79,7 @@ def exchange_classes(train_ids, V: int, n_classes: int, passes: int = 3, seed: i
         for w in words:
             a = cls[w]
             if size[a] == 1:
+                bar.update()  # the only word of its class stays
                 continue
             R, r = np.unique(cls[ov[out_start[w]:out_start[w + 1]]], return_inverse=True)
             rv = np.bincount(r, weights=on[out_start[w]:out_start[w + 1]])  # (|R|,) N(w, g) for g in R

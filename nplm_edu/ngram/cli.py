@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -74,12 +75,13 @@ def _cmd_ngram(args) -> int:
     res["corpus"] = corpus.name
     label = {"mle": "maximum likelihood", "interp": "deleted interpolation", "kn": "modified Kneser-Ney",
              "class": f"class-based ({args.classes} classes), Kneser-Ney on classes"}[args.model]
-    print(f"{label}, order {order}, {corpus.name} (|V| = {corpus.V:,})")
+    report = sys.stderr if args.json == "-" else sys.stdout  # with --json -, stdout is the JSON alone
+    print(f"{label}, order {order}, {corpus.name} (|V| = {corpus.V:,})", file=report)
     for split in ("train", "valid", "test"):
         ppl = res[split]
-        print(f"  {split:<5} perplexity {'inf (a zero probability)' if ppl is None else f'{ppl:.2f}'}")
+        print(f"  {split:<5} perplexity {'inf (a zero probability)' if ppl is None else f'{ppl:.2f}'}", file=report)
     print(f"  time: fit {res['fit_seconds']:.2f} s, test evaluation {res['test_seconds']:.2f} s, "
-          f"total {res['seconds']:.2f} s")
+          f"total {res['seconds']:.2f} s", file=report)
     if args.json:
         text = json.dumps(res, indent=2) + "\n"
         if args.json == "-":
