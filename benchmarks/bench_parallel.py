@@ -13,9 +13,9 @@ they are. Time per epoch = time per update x ceil(800,000 / K) (Brown's training
 Hogwild: the synthetic corpus, same number of examples for 1 and 2 workers, locked and lock-free:
 updates/s and validation perplexity afterwards.
 
-The machine has 2 cores shared with other developers: the load average is recorded with the
-results, each setting runs --repeat times (default 5) and the fastest run is kept, and the numbers
-are still noisy.
+The machine may be shared with other work: the load average before and after is recorded with the
+results, each setting runs --repeat times (default 5) and the fastest run is kept; on a busy machine
+the numbers are still noisy.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def main() -> int:
         res = {"command": "python " + " ".join(sys.argv),
                "machine": {"cores": os.cpu_count(), "platform": platform.platform(),
                            "load_average_before": load_before, "load_average_after": load_after,
-                           "note": "2 cores shared with other developers while measuring: timings are noisy"},
+                           "note": "the load averages before and after say how busy the machine was; each setting keeps its fastest of the repeats"},
                "repeat": a.repeat, "model": dict(MLP1, dtype=a.dtype), "brown_train_examples": BROWN_TRAIN,
                "output_block": runs, "speedup_m2": {str(k): v for k, v in speedup.items()},
                "paper_output_share_ap": paper_output_share(),
