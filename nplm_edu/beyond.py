@@ -122,7 +122,8 @@ def describe(net: dict, cfg: ModernConfig, others=()) -> str:
             else "the paper's SGD rule (weight decay coupled, never on b, d)")
     drop = (f"inverted dropout {cfg.dropout_x:g} on x and {cfg.dropout_a:g} on a" if cfg.dropout_x or cfg.dropout_a
             else "no dropout")
-    mixes = "the deleted-interpolation trigram" + "".join(f" and the {o}" for o in others)
+    names = {"kn5": "modified Kneser-Ney 5-gram"}
+    mixes = "the deleted-interpolation trigram" + "".join(f" and the {names.get(o, o)}" for o in others)
     return (f"the paper's network (section 2) with n = {net['n']}, h = {net['h']}, m = {net['m']}, "
             f"{'with' if net['direct'] else 'no'} direct connections{', U tied to C' if cfg.tie else ''}; trained "
             f"with {rule}, K = {cfg.batch}, lr {cfg.lr:g} x {cfg.lr_decay:g} per epoch, weight decay "
