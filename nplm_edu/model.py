@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from nplm_edu.errors import UserError
+from nplm_edu.errors import UserError, check_seed
 from nplm_edu.lm import LanguageModel
 
 PARAM_NAMES = ("C", "H", "d", "U", "W", "b")  # the paper's theta = (b, d, W, U, H, C)
@@ -72,12 +72,6 @@ class NPLMConfig:
         if self.dtype not in ("float32", "float64"):
             raise UserError(f"dtype must be float32 or float64, got {self.dtype!r}")
         check_seed(self.seed)
-
-
-def check_seed(seed) -> None:
-    """A seed for ``numpy.random.default_rng``: a whole number >= 0 (one clear error otherwise)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise UserError(f"seed must be a whole number >= 0, got {seed!r}")
 
 
 def segment_sum(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -37,8 +37,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .errors import UserError
-from .model import DECAYED, NPLM, check_seed, rowwise, segment_sum
+from .errors import UserError, check_seed
+from .model import DECAYED, NPLM, rowwise, segment_sum
 from .train import (TrainingDiverged, _Interrupt, _set_params, _windows, epoch_order, load_checkpoint, save_checkpoint,
                     sgd_step)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .corpus import PARAGRAPH, TEXT
-from .errors import UserError
+from .errors import UserError, check_seed
 
 # class name -> words. Order matters only for reproducibility of the draws.
 CLASSES: dict[str, list[str]] = {
@@ -59,8 +59,7 @@ def generate(n_tokens: int = 30_000, seed: int = 0,
     """
     if n_tokens < 1:
         raise UserError(f"the synthetic corpus needs at least 1 token, got {n_tokens}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise UserError(f"the synthetic corpus seed must be a whole number >= 0, got {seed!r}")
+    check_seed(seed, "the synthetic corpus seed")
     rng = np.random.default_rng(seed)
     S = n_tokens // 8 + 2  # sentences: about 9.5 tokens each, so this always suffices
     C = {k: np.array(v, dtype=object) for k, v in CLASSES.items()}

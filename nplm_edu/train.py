@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
-from .model import DECAYED, NPLM, NPLMConfig, check_seed
+from .errors import UserError, check_seed
+from .model import DECAYED, NPLM, NPLMConfig
 
 FORMAT = "nplm-edu-checkpoint-1"
 
