@@ -9,7 +9,7 @@ the git commit of the code (``"uncommitted"`` outside a git checkout or before t
     python -m nplm_edu reproduce table1             # the neural rows MLP1-MLP10 on Brown (hours, resumable)
     python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
     python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
-    python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM (under an hour)
+    python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM (about an hour)
     python -m nplm_edu reproduce beyond --quick     # the same pipeline on a slice (seconds)
 """
 
