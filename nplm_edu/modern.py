@@ -39,8 +39,8 @@ import numpy as np
 
 from .errors import UserError, check_seed
 from .model import DECAYED, NPLM, rowwise, segment_sum
-from .train import (TrainingDiverged, _Interrupt, _set_params, _windows, epoch_order, load_checkpoint, save_checkpoint,
-                    sgd_step)
+from .train import (TrainingDiverged, _Interrupt, _set_params, epoch_order, load_checkpoint, save_checkpoint, sgd_step,
+                    training_windows)
 
 
 @dataclass
@@ -276,12 +276,8 @@ def train_modern(model: NPLM, corpus_or_windows, config: ModernConfig, out_dir=N
     seconds per epoch)."""
     from tqdm.auto import tqdm
 
-    config.validate()
-    (tr_ctx, tr_tgt), valid = _windows(corpus_or_windows, model.order)
+    tr_ctx, tr_tgt, valid, per_epoch = training_windows(corpus_or_windows, model, config)
     N = len(tr_tgt)
-    if N == 0:
-        raise UserError("no training examples")
-    per_epoch = N if config.examples_per_epoch is None else min(N, config.examples_per_epoch)
     ckpt = Path(out_dir) / "checkpoint.npz" if out_dir is not None else None
     order_rng = np.random.default_rng(config.seed)  # one permutation per epoch (train.epoch_order)
     drop_rng = np.random.default_rng([config.seed, 1])  # the dropout masks

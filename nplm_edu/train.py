@@ -113,6 +113,18 @@ def _windows(data, n: int):
     return tuple(train), (tuple(valid) if valid is not None else None)
 
 
+def training_windows(data, model: NPLM, config):
+    """Validate ``config`` and return (train contexts, train targets, valid windows or None, examples
+    per epoch): the start of every trainer (:func:`train`, :func:`nplm_edu.modern.train_modern`)."""
+    config.validate()
+    (tr_ctx, tr_tgt), valid = _windows(data, model.order)
+    N = len(tr_tgt)
+    if N == 0:
+        raise UserError("no training examples")
+    per_epoch = N if config.examples_per_epoch is None else min(N, config.examples_per_epoch)
+    return tr_ctx, tr_tgt, valid, per_epoch
+
+
 # --------------------------------------------------------------------------- checkpoints
 def save_checkpoint(path, model: NPLM, state: dict, best: dict | None) -> None:
     """Write ``path`` atomically: a temp file in the same folder, fsync, then rename over it."""
@@ -207,12 +219,8 @@ def train(model: NPLM, corpus_or_windows, config: TrainConfig, out_dir=None, res
     perplexity (the last ones without validation data). Returns the history dict."""
     from tqdm.auto import tqdm
 
-    config.validate()
-    (tr_ctx, tr_tgt), valid = _windows(corpus_or_windows, model.order)
+    tr_ctx, tr_tgt, valid, per_epoch = training_windows(corpus_or_windows, model, config)
     N = len(tr_tgt)
-    if N == 0:
-        raise UserError("no training examples")
-    per_epoch = N if config.examples_per_epoch is None else min(N, config.examples_per_epoch)
     out = Path(out_dir) if out_dir is not None else None
     ckpt = out / "checkpoint.npz" if out is not None else None
 
