@@ -281,27 +281,26 @@ def evaluate_row(model, tri, corpus, train_counts, others: dict | None = None) -
     mix = Mixture(model, tri, 0.5)
     lv, lt = mix.component_log_probs(vc, vt), mix.component_log_probs(tc, tt)  # (log P_mlp, log P_trigram)
     out["valid"], out["test"] = ppl(lv[0]), ppl(lt[0])
-    lam = float(em_weight(*lv)[0])
     qv, qt = tri.bins(vc[:, -2:]), tri.bins(tc[:, -2:])
-    lams = em_weight(*lv, qv, tri.n_bins)
-    out["mix"] = {
-        "0.5": {"weight": 0.5, "valid": ppl(mixed_log_prob(*lv, 0.5)), "test": ppl(mixed_log_prob(*lt, 0.5))},
-        "em": {"weight": lam, "valid": ppl(mixed_log_prob(*lv, lam)), "test": ppl(mixed_log_prob(*lt, lam))},
-        "per_bin": {"weights": [round(float(w), 5) for w in lams], "valid": ppl(mixed_log_prob(*lv, lams[qv])),
-                    "test": ppl(mixed_log_prob(*lt, lams[qt]))},
-    }
+
+    def fitted(ov, ot):
+        """The network mixed with another model (its log-probs on valid, test): one EM weight, and EM
+        weights per trigram context bin, both fitted on validation."""
+        w, ws = float(em_weight(lv[0], ov)[0]), em_weight(lv[0], ov, qv, tri.n_bins)
+        return ({"weight": w, "valid": ppl(mixed_log_prob(lv[0], ov, w)), "test": ppl(mixed_log_prob(lt[0], ot, w))},
+                {"weights": [round(float(x), 5) for x in ws], "valid": ppl(mixed_log_prob(lv[0], ov, ws[qv])),
+                 "test": ppl(mixed_log_prob(lt[0], ot, ws[qt]))})
+
+    em, per_bin = fitted(lv[1], lt[1])
+    out["mix"] = {"0.5": {"weight": 0.5, "valid": ppl(mixed_log_prob(*lv, 0.5)), "test": ppl(mixed_log_prob(*lt, 0.5))},
+                  "em": em, "per_bin": per_bin}
     for name, lm in (others or {}).items():
         if lm.order > n:
             raise UserError(f"cannot mix the n = {n} network with the order-{lm.order} model {name}")
         ov, ot = batched_log_prob(lm, vc, vt), batched_log_prob(lm, tc, tt)  # (T,) log P_name
-        w = float(em_weight(lv[0], ov)[0])
-        ws = em_weight(lv[0], ov, qv, tri.n_bins)
-        out["mix"][f"{name}_em"] = {"weight": w, "valid": ppl(mixed_log_prob(lv[0], ov, w)),
-                                    "test": ppl(mixed_log_prob(lt[0], ot, w)), "alone_valid": ppl(ov),
-                                    "alone_test": ppl(ot)}
-        out["mix"][f"{name}_per_bin"] = {"weights": [round(float(x), 5) for x in ws],
-                                         "valid": ppl(mixed_log_prob(lv[0], ov, ws[qv])),
-                                         "test": ppl(mixed_log_prob(lt[0], ot, ws[qt]))}
+        em, per_bin = fitted(ov, ot)
+        out["mix"][f"{name}_em"] = {**em, "alone_valid": ppl(ov), "alone_test": ppl(ot)}
+        out["mix"][f"{name}_per_bin"] = per_bin
     logs = {"mlp": lt[0], "trigram": lt[1], "mix": mixed_log_prob(*lt, 0.5)}
     out["test_by_frequency"] = freq_bins(train_counts, corpus.vocab.unk, tt, logs)
     return out
