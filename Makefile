@@ -54,8 +54,8 @@ test-book: book  ## the book builds with no warnings
 
 # Notebooks run with one BLAS thread: the same numbers whatever else the machine is doing, so the
 # outputs stored by `make notebooks` match what nbval recomputes in `make test`.
-notebooks test-notebooks: export OPENBLAS_NUM_THREADS := 1
-notebooks test-notebooks: export OMP_NUM_THREADS := 1
+test-unit notebooks test-notebooks: export OPENBLAS_NUM_THREADS := 1
+test-unit notebooks test-notebooks: export OMP_NUM_THREADS := 1
 
 notebooks: venv  ## execute every notebook in place and store its outputs (after changing a chapter)
 	@for nb in book/*.ipynb; do echo ">> executing $$nb"; \

@@ -1,0 +1,108 @@
+"""``python -m nplm_edu reproduce TARGET``: rerun the experiments behind the book's tables.
+
+Each target is its own subcommand with only its own options, their defaults read from the
+experiment's configuration dataclasses; each writes one JSON file under ``data/results/``
+(:mod:`nplm_edu.experiments`), with the command and the git commit of the code.
+
+    python -m nplm_edu reproduce ngrams             # every n-gram row of Table 1, on Brown (a few minutes)
+    python -m nplm_edu reproduce table1             # the neural rows MLP1-MLP10 on Brown (hours, resumable)
+    python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
+    python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
+    python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM
+"""
+
+from __future__ import annotations
+
+from ..experiments import beyond, minibatch, ngrams, table1
+from ..models.nplm import NPLMConfig
+from ..training.trainer import TrainConfig
+from .corpus import add_corpus_args, corpus_spec
+from .options import add_options, from_options
+from .train import HELP
+
+TARGETS = ("ngrams", "table1", "minibatch", "beyond")
+
+
+def _common(p, default_out: str) -> None:
+    add_corpus_args(p, default_corpus="brown")
+    p.add_argument("--out", default=None, help=f"output file (default {default_out})")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _only(instance, names):
+    """Fields of a dataclass instance not in ``names`` (to skip)."""
+    import dataclasses
+
+    return tuple(f.name for f in dataclasses.fields(instance) if f.name not in names)
+
+
+def _ngrams(args) -> int:
+    ngrams.run_ngrams(from_options(ngrams.NgramsOptions, args), corpus_spec(args), args.out, args.quiet)
+    return 0
+
+
+def _table1(args) -> int:
+    cfg = from_options(TrainConfig, args, **{k: getattr(table1.TRAIN, k) for k in _only(table1.TRAIN,
+                                                                                         table1.TRAIN_OPTIONS)})
+    table1.run_table1(cfg, from_options(table1.Table1Options, args), corpus_spec(args), args.out, args.quiet)
+    return 0
+
+
+def _minibatch(args) -> int:
+    minibatch.run_minibatch(from_options(minibatch.MinibatchOptions, args), corpus_spec(args), args.out, args.quiet)
+    return 0
+
+
+def _beyond(args) -> int:
+    net = from_options(NPLMConfig, args, V=2)
+    cfg = from_options(TrainConfig, args, **{k: getattr(beyond.TRAIN, k) for k in _only(beyond.TRAIN,
+                                                                                         beyond.TRAIN_OPTIONS)})
+    beyond.run_beyond(net, cfg, from_options(beyond.BeyondOptions, args), corpus_spec(args), args.out, args.quiet)
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("reproduce", help="rerun the experiments behind a table, write data/results/*.json",
+                              description="Rerun the experiments behind one of the book's tables and write "
+                                          "its JSON file (with the command and the git commit).")
+    sub = p.add_subparsers(dest="target", required=True, metavar="{" + ",".join(TARGETS) + "}")
+
+    q = sub.add_parser("ngrams", help="every n-gram row of Table 1 (minutes)", description=ngrams.__doc__)
+    _common(q, "data/results/ngrams.json")
+    add_options(q, ngrams.NgramsOptions(), help={"classes": "class counts instead of the paper's 150,200,500,1000,"
+                                                            "2000 (the first also for orders 4 and 5)",
+                                                 "passes": "exchange-algorithm passes"})
+    q.set_defaults(func=_ngrams)
+
+    q = sub.add_parser("table1", help="the neural rows of Table 1 (hours, resumable)",
+                       description="Train and evaluate the neural rows of Table 1 (MLP1-MLP10).")
+    _common(q, "data/results/table1.json (table1_quick.json with --quick)")
+    add_options(q, table1.TRAIN, skip=_only(table1.TRAIN, table1.TRAIN_OPTIONS), help=HELP)
+    add_options(q, table1.Table1Options(), help={
+        "rows": "trained rows to run, e.g. MLP1,MLP9 (default all; each brings its mixed even row)",
+        "quick": f"the same pipeline on a slice ({table1.QUICK_SPLIT[0]:,}/{table1.QUICK_SPLIT[1]:,}/"
+                 f"{table1.QUICK_SPLIT[2]:,} tokens, at most {table1.QUICK_EPOCHS} epochs), into table1_quick.json",
+        "runs_dir": "where rows checkpoint (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "force": "retrain the requested rows from scratch",
+        "save_features": "write the best network's word features C to <out>_features.npz (never with --quick)"})
+    q.set_defaults(func=_table1)
+
+    q = sub.add_parser("minibatch", help="K = 1 against minibatches on one network (about an hour)",
+                       description="Does minibatch SGD track the paper's pure SGD (K = 1)?")
+    _common(q, "data/results/minibatch.json")
+    add_options(q, minibatch.MinibatchOptions(), help={
+        "row": "the Table 1 network to train", "epochs": "epochs of each run",
+        "batch": "K of the 'table1' run", "lr": "eps_0 of the 'table1' run", "decay_rate": "r of the 'table1' run",
+        "weight_decay": "weight decay of every run", "seed": "initialisation and shuffling seed"})
+    q.set_defaults(func=_minibatch)
+
+    q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (about an hour)",
+                       description="One row of Table 1 trained with what we know now.")
+    _common(q, "data/results/beyond.json (beyond_quick.json with --quick)")
+    add_options(q, beyond.NETWORK, skip=_only(beyond.NETWORK, beyond.NETWORK_OPTIONS), help=HELP)
+    add_options(q, beyond.TRAIN, skip=_only(beyond.TRAIN, beyond.TRAIN_OPTIONS), help=HELP)
+    add_options(q, beyond.BeyondOptions(), help={"quick": f"the same pipeline on a slice, at most "
+                                                          f"{beyond.QUICK_EPOCHS} epochs, into beyond_quick.json",
+                                                 "runs_dir": "where the run checkpoints",
+                                                 "force": "train again from scratch"})
+    q.set_defaults(func=_beyond)
