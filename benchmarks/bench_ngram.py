@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from nplm_edu.corpus import load_corpus, windows  # noqa: E402
-from nplm_edu.ngram import KneserNey  # noqa: E402
+from nplm_edu.data.corpus import load_corpus, windows  # noqa: E402
+from nplm_edu.models.ngram import KneserNey  # noqa: E402
 
 
 def ours(train, ctx, tgt, order, V):
@@ -48,6 +48,9 @@ def nltk_kn(words, train, ctx, tgt, order):
     finite = np.isfinite(logs)
     ppl = float(2 ** -np.mean(np.asarray(logs)[finite])) if finite.any() else float("inf")
     return t1 - t0, t2 - t1, ppl, int((~finite).sum())
+
+
+STARTED = time.monotonic()
 
 
 def main() -> None:
@@ -88,11 +91,9 @@ def main() -> None:
     if a.json:
         from pathlib import Path
 
-        from nplm_edu.reproduce import git_commit
-        from nplm_edu.table1 import machine, write_json_atomic
+        from nplm_edu.experiments.common import write_results
 
-        write_json_atomic(Path(a.json), {
-            "command": "python " + " ".join(sys.argv), "commit": git_commit(), "machine": machine(),
+        write_results(Path(a.json), {
             "load_average_before": load_before, "load_average_after": list(os.getloadavg()),
             "order": n, "repeats": a.repeats,
             "full_brown": {"train_tokens": int(len(c.train)), "test_tokens_scored": int(len(tgt)),
@@ -107,7 +108,8 @@ def main() -> None:
                       "speedup_same_slice": round(per_nltk / per_ours_slice, 1),
                       "speedup_vs_full_brown_rate": round(per_nltk / per_ours_full, 1),
                       "target_speedup": 100, "target_met": per_nltk / per_ours_slice >= 100},
-            "note": "nltk.lm's KneserNeyInterpolated is a different smoothing (one discount): only speed is compared"})
+            "note": "nltk.lm's KneserNeyInterpolated is a different smoothing (one discount): only speed is compared"},
+            STARTED, "python " + " ".join(sys.argv))
         print(f"wrote {a.json}")
 
 

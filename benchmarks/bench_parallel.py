@@ -47,8 +47,8 @@ def paper_output_share(V=17964, n=6, m=100, h=60) -> float:
 
 def worker(K: int, updates: int, dtype: str) -> None:
     """One rank of a timed run (started by main, alone or under mpiexec); rank 0 prints JSON."""
-    from nplm_edu.model import NPLM, NPLMConfig
-    from nplm_edu.parallel.output_block import OutputBlockSGD, world
+    from nplm_edu.models.nplm import NPLM, NPLMConfig
+    from nplm_edu.training.parallel.output_block import OutputBlockSGD, world
 
     comm = world() if "PMI_RANK" in os.environ or "PMI_SIZE" in os.environ else None
     cfg = NPLMConfig(**MLP1, dtype=dtype, seed=0)
@@ -90,9 +90,9 @@ def run_output_block(M: int, K: int, updates: int, dtype: str) -> dict:
 
 
 def run_hogwild(examples: int) -> list[dict]:
-    from nplm_edu.corpus import load_corpus
-    from nplm_edu.model import NPLM, NPLMConfig
-    from nplm_edu.parallel.hogwild import train_hogwild
+    from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.models.nplm import NPLM, NPLMConfig
+    from nplm_edu.training.parallel.hogwild import train_hogwild
 
     c = load_corpus("synthetic")
     cfg = NPLMConfig(V=c.V, n=4, m=16, h=32, seed=0)
@@ -109,6 +109,9 @@ def run_hogwild(examples: int) -> list[dict]:
         print(f"hogwild  workers {P}  {'locked   ' if locked else 'lock-free'}  {res.updates_per_s:8.0f} updates/s"
               f"  valid ppl {rows[-1]['valid_ppl']:.3f}  ({res.seconds:.1f} s)", flush=True)
     return rows
+
+
+STARTED = time.monotonic()
 
 
 def main() -> int:
@@ -153,8 +156,7 @@ def main() -> int:
     load_after = os.getloadavg()
     print(f"load average after: {load_after[0]:.2f}")
     if a.json:
-        res = {"command": "python " + " ".join(sys.argv),
-               "machine": {"cores": os.cpu_count(), "platform": platform.platform(),
+        res = {"load": {"cores": os.cpu_count(), "platform": platform.platform(),
                            "load_average_before": load_before, "load_average_after": load_after,
                            "note": "the load averages before and after say how busy the machine was; each setting keeps its fastest of the repeats"},
                "repeat": a.repeat, "model": dict(MLP1, dtype=a.dtype), "brown_train_examples": BROWN_TRAIN,
@@ -162,8 +164,9 @@ def main() -> int:
                "paper_output_share_ap": paper_output_share(),
                "paper_output_share_mlp1_brown": paper_output_share(16383, 5, 60, 50),
                "paper_comm_share": 1 / 15, "hogwild": hog}
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(res, indent=1))
+        from nplm_edu.experiments.common import write_results
+
+        write_results(Path(a.json), res, STARTED, "python " + " ".join(sys.argv))
         print(f"wrote {a.json}")
     return 0
 

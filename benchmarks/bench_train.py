@@ -5,7 +5,7 @@ and (when PyTorch is installed) the same model and update in PyTorch on the same
 
 Shapes of Table 1: MLP1 (n 5, h 50, m 60, direct) and MLP9 (n 5, h 100, m 30, no direct), with
 |V| = 17,907, at batch 128 and batch 1. One "update" is the full training step of
-:meth:`NPLM.sgd_update` (forward, softmax, backward, SGD with weight decay on all of C, H, U, W).
+:meth:`FusedNPLM.sgd_update` (forward, softmax, backward, SGD with weight decay on all of C, H, U, W).
 FLOPs counted per example: 6 |V| D for the output layer (forward, dL/d[a x], dL/d[U W]; D = h +
 (n-1)m with direct connections, h without) + 6 h (n-1)m for the hidden layer. The peak is the
 best of a few 2048 x 2048 float32 numpy matmuls. The machine is shared: timings are noisy, run twice.
@@ -43,8 +43,11 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
+STARTED = time.monotonic()
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from nplm_edu.model import NPLM, NPLMConfig  # noqa: E402
+from nplm_edu.models.nplm import NPLMConfig  # noqa: E402
+from nplm_edu.numerics.fused import FusedNPLM  # noqa: E402
 
 V = 17_907
 SHAPES = {"MLP1": dict(n=5, h=50, m=60, direct=True), "MLP9": dict(n=5, h=100, m=30, direct=False)}
@@ -110,8 +113,37 @@ def gemm_step(shape, K):
 
 def numpy_step(shape, K):
     """Our training step (forward, backward, SGD update) on a fresh MLP of the given shape."""
-    model = NPLM(NPLMConfig(V=V, dtype="float32", seed=0, **shape))
+    model = FusedNPLM(NPLMConfig(V=V, dtype="float32", seed=0, **shape))
     return lambda c, t: model.sgd_update(c, t, 1e-3, 1e-4)
+
+
+def old_step(package_dir: str):
+    """``numpy_step`` of another checkout of the package (e.g. an older commit in a git worktree), loaded
+    beside this one in the same process: its own module objects, so both run side by side."""
+    import importlib
+
+    mine = {k: v for k, v in sys.modules.items() if k == "nplm_edu" or k.startswith("nplm_edu.")}
+    for k in mine:
+        del sys.modules[k]
+    sys.path.insert(0, package_dir)
+    try:
+        try:
+            mod = importlib.import_module("nplm_edu.numerics.fused")
+            cls, cfg = mod.FusedNPLM, mod.NPLMConfig
+        except ImportError:
+            mod = importlib.import_module("nplm_edu.model")  # the layout before the package was reshaped
+            cls, cfg = mod.NPLM, mod.NPLMConfig
+    finally:
+        sys.path.remove(package_dir)
+        for k in [k for k in sys.modules if k == "nplm_edu" or k.startswith("nplm_edu.")]:
+            del sys.modules[k]
+        sys.modules.update(mine)
+
+    def make(shape, K):
+        model = cls(cfg(V=V, dtype="float32", seed=0, **shape))
+        return lambda c, t: model.sgd_update(c, t, 1e-3, 1e-4)
+
+    return make
 
 
 def torch_step(shape, K):
@@ -151,6 +183,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     ap.add_argument("--threads", type=int, default=THREADS, help="BLAS / torch threads (default OMP_NUM_THREADS)")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+    ap.add_argument("--compare-with", metavar="DIR", default=None,
+                    help="a checkout of another version of the package (e.g. `git worktree add /tmp/old REV`): its "
+                         "training step is measured beside ours, alternating rounds")
     ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_train.json)")
     args = ap.parse_args()
     try:
@@ -160,16 +195,18 @@ def main() -> None:
         have_torch = True
     except ImportError:
         have_torch = False
-    from nplm_edu import model as model_module
+    old = old_step(args.compare_with) if args.compare_with else None
+    from nplm_edu.numerics import blas
 
     print(f"threads {THREADS}; numpy {np.__version__}; fused BLAS gemm update: "
-          f"{'yes' if model_module._GEMM else 'no (numpy fallback)'}; torch: "
+          f"{'yes' if blas._GEMM else 'no (numpy fallback)'}; torch: "
           f"{torch.__version__ if have_torch else 'not installed (skipped)'}")
     load_before = list(os.getloadavg())
     peak = matmul_peak(min(args.seconds, 3.0))
     print(f"float32 matmul peak (2048^3, best): {peak:.1f} GFLOP/s")
     print(f"{'shape':6} {'batch':>5} {'ours ex/s':>10} {'GFLOP/s':>8} {'of peak':>8} {'GEMMs ex/s':>10} "
-          f"{'of GEMMs':>8}" + (f" {'torch ex/s':>10} {'ours/torch':>10}" if have_torch else ""))
+          f"{'of GEMMs':>8}" + (f" {'torch ex/s':>10} {'ours/torch':>10}" if have_torch else "")
+          + (f" {'other ex/s':>10} {'ours/other':>10}" if old else ""))
     rounds = 3  # ours and torch alternate, best round of each: fairer on a shared, noisy machine
     rows = []
     for name, shape in SHAPES.items():
@@ -181,6 +218,8 @@ def main() -> None:
                 steps["gemm"] = gemm_step(shape, K)
             if have_torch:
                 steps["torch"] = torch_step(shape, K)
+            if old:
+                steps["other"] = old(shape, K)
             best = dict.fromkeys(steps, 0.0)
             for _ in range(rounds):
                 for who, step in steps.items():
@@ -192,12 +231,16 @@ def main() -> None:
             line = f"{name:6} {K:5d} {best['ours']:10.0f} {gf:8.1f} {gf / peak:8.1%} {ceiling}"
             if have_torch:
                 line += f" {best['torch']:10.0f} {best['ours'] / best['torch']:10.2f}"
+            if old:
+                line += f" {best['other']:10.0f} {best['ours'] / best['other']:10.3f}"
             print(line, flush=True)
             rows.append({"shape": name, **shape, "V": V, "batch": K, "ours_examples_per_s": round(best["ours"], 1),
                          "gflops": round(gf, 2), "of_peak": round(gf / peak, 4),
                          "gemm_ceiling_examples_per_s": round(best["gemm"], 1) if K > 1 else None,
                          "torch_examples_per_s": round(best["torch"], 1) if have_torch else None,
-                         "ours_over_torch": round(best["ours"] / best["torch"], 3) if have_torch else None})
+                         "ours_over_torch": round(best["ours"] / best["torch"], 3) if have_torch else None,
+                         **({"other_examples_per_s": round(best["other"], 1),
+                             "ours_over_other": round(best["ours"] / best["other"], 3)} if old else {})})
     peak_end = matmul_peak(min(args.seconds, 3.0))
     print(f"float32 matmul peak again at the end: {peak_end:.1f} GFLOP/s "
           "(a large drop means other jobs took the cores meanwhile)")
@@ -209,18 +252,14 @@ def main() -> None:
           f">= 1.25x PyTorch " + {True: "met", False: "NOT met", None: "not measured (no torch)"}[
               met["ours_over_torch_at_least_1.25"]])
     if args.json:
-        import json
+        from nplm_edu.experiments.common import write_results
 
-        from nplm_edu.reproduce import git_commit
-        from nplm_edu.table1 import machine, write_json_atomic
-
-        write_json_atomic(Path(args.json), {
-            "command": "python " + " ".join(sys.argv), "commit": git_commit(), "machine": machine(),
-            "threads": THREADS, "torch": torch.__version__ if have_torch else None,
+        write_results(Path(args.json), {
+            "threads": THREADS, "compared_with": args.compare_with, "torch": torch.__version__ if have_torch else None,
             "load_average_before": load_before, "load_average_after": list(os.getloadavg()),
             "matmul_peak_gflops": round(peak, 2), "matmul_peak_gflops_at_end": round(peak_end, 2),
             "flops_per_example": "6 |V| D + 6 h (n-1) m, D = h + (n-1) m with direct connections, h without",
-            "rows": rows, "targets_met": met})
+            "rows": rows, "targets_met": met}, STARTED, "python " + " ".join(sys.argv))
         print(f"wrote {args.json}")
 
 if __name__ == "__main__":
