@@ -1,0 +1,273 @@
+"""The figures the book's prose states agree with data/results/*.json, and its text speaks to readers.
+
+Every row of FIGURES is (notebook, pattern, value, format): ``pattern`` is a regular expression
+searched in the notebook's markdown (all markdown cells, every run of white space read as one
+space, so line breaks do not matter); its first group captures a number as the prose prints it.
+``value`` says where the number comes from: a path into the result files such as
+``"table1/rows/MLP9/test"`` (file name without ``.json``, then keys; ``rows[model=kn,order=5]``
+picks the one element of a list whose fields match), or a function of ``R``, the function that
+reads such paths. ``format`` is a format spec (``".1f"``, ``".3f"``, ``".0%"``). The numbers are
+read from the JSON, never written here: when the results are regenerated, every sentence whose
+figure moved fails until the prose is updated. To check one more figure, add a row.
+
+The second part checks that no markdown cell of the book holds project vocabulary ("issue", a
+"target" that is our own bar), a commit hash or a test marker, and that no code cell carries an
+nbval comment marker (they belong in the cell's tags, where readers do not see them).
+"""
+
+import json
+import math
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+RESULTS = ROOT / "data" / "results"
+
+
+# --------------------------------------------------------------------------- reading the results
+@lru_cache(maxsize=None)
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _select(items: list, spec: str):
+    """The one element of ``items`` whose fields match ``spec`` ("model=kn,order=5")."""
+    want = dict(kv.split("=", 1) for kv in spec.split(","))
+    hits = [it for it in items if all(str(it.get(k)) == v for k, v in want.items())]
+    assert len(hits) == 1, f"{len(hits)} elements match [{spec}]"
+    return hits[0]
+
+
+def R(path: str):
+    """The value at ``path``: "file/key/key[field=value,...]/index/...", keys as in the JSON."""
+    name, *keys = path.split("/")
+    node = _load(name)
+    for key in keys:
+        m = re.fullmatch(r"(.*)\[(.+)\]", key)
+        if m:
+            node = _select(node[m.group(1)] if m.group(1) else node, m.group(2))
+        elif isinstance(node, list):
+            node = node[int(key)]
+        else:
+            node = node[key]
+    return node
+
+
+# figures used by several rows
+def kn5(R):
+    return R("ngrams/rows[model=kn,order=5]/test")
+
+
+def single(R, row):  # a network alone, test perplexity
+    return R(f"table1/rows/{row}/test")
+
+
+def ratio(path):
+    return lambda R: R(path) / kn5(R)
+
+
+NETWORKS = ("MLP1", "MLP3", "MLP5", "MLP7", "MLP9")
+OB = "parallel/output_block[M={M},K={K}]"
+
+
+def amdahl_m2(R, K):  # the bound of chapter 7 from the one-process profile, for M = 2
+    rank0 = R(OB.format(M=1, K=K) + "/ranks/0")
+    f = rank0["block"] / rank0["total"]
+    return 1 / (f / 2 + 1 - f)
+
+
+def per_update_ms(R, M, K, part):
+    return 1e3 * R(OB.format(M=M, K=K) + f"/ranks/0/{part}") / R(OB.format(M=M, K=K) + "/updates")
+
+
+def hogwild(R, workers, locked, field):
+    return R(f"parallel/hogwild[workers={workers},locked={locked}]/{field}")
+
+
+N = r"([-\d.,]+%?)"  # a number as the prose prints it
+
+FIGURES = [
+    # chapter 3: our Kneser-Ney beside KenLM's
+    ("03_ngrams", rf"against our {N} and [\d.]+; the small gap", "ngrams/rows[model=kn,order=3]/test", ".1f"),
+    ("03_ngrams", rf"against our [\d.]+ and {N}; the small gap", kn5, ".1f"),
+    # chapter 6: perplexity and bits
+    ("06_training", rf"Kneser-Ney 5-gram's test perplexity of {N}", kn5, ".1f"),
+    ("06_training", rf"\) is {N} bits per token\. A 10%", lambda R: math.log2(kn5(R)), ".2f"),
+    # chapter 7: the output share, the measured speedups and their bounds, hogwild
+    ("07_parallel", rf"differ in the second decimal, {N} against", "parallel/paper_output_share_ap", ".2%"),
+    ("07_parallel", rf"two processes run an update {N} times as fast as one", "parallel/speedup_m2/128", ".2f"),
+    ("07_parallel", rf"the Amdahl bound of {N} computed above", lambda R: amdahl_m2(R, 128), ".2f"),
+    ("07_parallel", rf"At \$K = 1\$ the speedup, {N}, is", "parallel/speedup_m2/1", ".2f"),
+    ("07_parallel", rf"and above the Amdahl bound of {N}\. An update", lambda R: amdahl_m2(R, 1), ".2f"),
+    ("07_parallel", rf"took {N} of the time, less than the paper's", OB.format(M=2, K=128) + "/comm_share", ".0%"),
+    ("07_parallel", rf"Communication was {N} of the time", OB.format(M=2, K=1) + "/comm_share", ".1%"),
+    ("07_parallel", rf"output block ran {N} times as fast", lambda R: per_update_ms(R, 1, 1, "block") / per_update_ms(R, 2, 1, "block"), ".1f"),
+    ("07_parallel", rf"output block ran [\d.]+ times as fast \({N} against", lambda R: per_update_ms(R, 2, 1, "block"), ".2f"),
+    ("07_parallel", rf"output block ran [\d.]+ times as fast \([\d.]+ against {N} ms", lambda R: per_update_ms(R, 1, 1, "block"), ".2f"),
+    ("07_parallel", rf"took less time \({N} against", lambda R: per_update_ms(R, 2, 1, "replicated"), ".2f"),
+    ("07_parallel", rf"took less time \([\d.]+ against {N} ms\)", lambda R: per_update_ms(R, 1, 1, "replicated"), ".2f"),
+    ("07_parallel", rf"Two workers ran {N} \(lock-free\)", lambda R: hogwild(R, 2, False, "updates_per_s") / hogwild(R, 1, False, "updates_per_s"), ".1f"),
+    ("07_parallel", rf"and {N} \(locked\) times as many updates", lambda R: hogwild(R, 2, True, "updates_per_s") / hogwild(R, 1, True, "updates_per_s"), ".1f"),
+    ("07_parallel", rf"examples: {N} with one worker", lambda R: hogwild(R, 1, False, "valid_ppl"), ".2f"),
+    ("07_parallel", rf"one worker, {N} lock-free and", lambda R: hogwild(R, 2, False, "valid_ppl"), ".2f"),
+    ("07_parallel", rf"lock-free and {N} locked with two", lambda R: hogwild(R, 2, True, "valid_ppl"), ".2f"),
+    ("07_parallel", rf"lock-free is {N} above locked", lambda R: hogwild(R, 2, False, "valid_ppl") / hogwild(R, 2, True, "valid_ppl") - 1, ".1%"),
+    ("07_parallel", rf"perplexity {N} above the locked variant's", lambda R: hogwild(R, 2, False, "valid_ppl") / hogwild(R, 2, True, "valid_ppl") - 1, ".1%"),
+    ("07_parallel", rf"\({N} at \$K = 1\$, [\d.]+% at \$K = 128\$\)", OB.format(M=1, K=1) + "/block_share", ".0%"),
+    ("07_parallel", rf"\([\d.]+% at \$K = 1\$, {N} at \$K = 128\$\)", OB.format(M=1, K=128) + "/block_share", ".0%"),
+    ("07_parallel", rf"two processes trained MLP1 {N} times as fast as one", "parallel/speedup_m2/128", ".2f"),
+    ("07_parallel", rf"the Amdahl bound of {N} from the one-process profile", lambda R: amdahl_m2(R, 128), ".2f"),
+    ("07_parallel", rf"and {N} times as fast at \$K = 1\$", "parallel/speedup_m2/1", ".2f"),
+    # chapter 8: Table 1, ours against the paper's
+    ("08_results", rf"Kneser-Ney \({N} against 321\)", kn5, ".0f"),
+    ("08_results", rf"MLP9: {N} against 276", "table1/rows/MLP9/test", ".0f"),
+    ("08_results", rf"MLP3: {N} against 310", "table1/rows/MLP3/test", ".0f"),
+    ("08_results", rf"deleted-interpolation trigram \({N} against 336\)", "table1/trigram/test", ".0f"),
+    ("08_results", rf"\(MLP1: {N} against 0\.835\)", ratio("table1/rows/MLP1/test"), ".3f"),
+    ("08_results", rf"ahead on MLP9 \({N} against", ratio("table1/rows/MLP9/test"), ".3f"),
+    ("08_results", rf"\({N} against 0\.966\)", ratio("table1/rows/MLP3/test"), ".3f"),
+    ("08_results", rf"268/321 = {N}", lambda R: R("table1/rows/MLP1/paper/test") / R("ngrams/rows[model=kn,order=5]/paper_test"), ".3f"),
+    ("08_results", rf"252/321 = {N}", lambda R: R("table1/rows/MLP10/paper/test") / R("ngrams/rows[model=kn,order=5]/paper_test"), ".3f"),
+    ("08_results", rf"our best single network reaches {N} of our Kneser-Ney", lambda R: min(single(R, r) for r in NETWORKS) / kn5(R), ".3f"),
+    ("08_results", rf"weight 0\.5 reaches {N} \(", lambda R: min(R(f"table1/rows/{r}/mixtures/0.5/test") for r in NETWORKS) / kn5(R), ".3f"),
+    ("08_results", rf"\({N} with a mixture weight learned on validation and", lambda R: min(R(f"table1/rows/{r}/mixtures/em/test") for r in NETWORKS) / kn5(R), ".3f"),
+    ("08_results", rf"learned on validation and {N} with one weight per context bin", lambda R: min(R(f"table1/rows/{r}/mixtures/per_bin/test") for r in NETWORKS) / kn5(R), ".3f"),
+    ("08_results", rf"\(MLP9: {N} then [\d.]+\)", "table1/rows/MLP9/history/4/valid_ppl", ".1f"),
+    ("08_results", rf"\(MLP9: [\d.]+ then {N}\)", "table1/rows/MLP9/history/5/valid_ppl", ".1f"),
+    ("08_results", rf"learning rate .{{0,80}} has fallen from 1 to {N} after", lambda R: 1 / (1 + R("table1/settings/decay_rate") * R("table1/rows/MLP9/updates")), ".2f"),
+    ("08_results", rf"puts {N} to [\d.]+% of the mass", lambda R: min(R(f"table1/rows/{r}/mixtures/em/weight") for r in NETWORKS), ".0%"),
+    ("08_results", rf"puts [\d.]+% to {N} of the mass", lambda R: max(R(f"table1/rows/{r}/mixtures/em/weight") for r in NETWORKS), ".0%"),
+    ("08_results", rf"per-bin weights, reaches {N} of Kneser-Ney", lambda R: min(R(f"table1/rows/{r}/mixtures/per_bin/test") for r in NETWORKS) / kn5(R), ".3f"),
+    # chapter 8: MLP9 trained longer
+    ("08_results", rf"reaches {N} of Kneser-Ney, below the paper's 0\.835", ratio("table1_longer/rows/MLP9/test"), ".3f"),
+    ("08_results", rf"{N} when mixed with the trigram at the paper's weight 0\.5 \(", ratio("table1_longer/rows/MLP10/test"), ".3f"),
+    ("08_results", rf"\({N} with a weight learned on validation\)", ratio("table1_longer/rows/MLP9/mixtures/em/test"), ".3f"),
+    ("08_results", rf"twelfth epoch \({N} then", "table1_longer/rows/MLP9/history/10/valid_ppl", ".1f"),
+    ("08_results", rf"twelfth epoch \([\d.]+ then {N}:", "table1_longer/rows/MLP9/history/11/valid_ppl", ".1f"),
+    ("08_results", rf"test perplexity went from {N} to", "table1/rows/MLP9/test", ".1f"),
+    ("08_results", rf"test perplexity went from [\d.]+ to {N}\.", "table1_longer/rows/MLP9/test", ".1f"),
+    ("08_results", rf"Kneser-Ney 5-gram that is \*\*{N}\*\*", ratio("table1_longer/rows/MLP9/test"), ".3f"),
+    ("08_results", rf"weight 0\.5 it reaches {N}, [\d.]+ of Kneser-Ney", "table1_longer/rows/MLP10/test", ".1f"),
+    ("08_results", rf"weight 0\.5 it reaches [\d.]+, {N} of Kneser-Ney", ratio("table1_longer/rows/MLP10/test"), ".3f"),
+    ("08_results", rf"\({N} on the network\) it reaches", "table1_longer/rows/MLP9/mixtures/em/weight", ".3f"),
+    ("08_results", rf"on the network\) it reaches {N}, [\d.]+,", "table1_longer/rows/MLP9/mixtures/em/test", ".1f"),
+    ("08_results", rf"on the network\) it reaches [\d.]+, {N}, and", ratio("table1_longer/rows/MLP9/mixtures/em/test"), ".3f"),
+    ("08_results", rf"one weight per context bin {N} \([\d.]+\); the paper's", "table1_longer/rows/MLP9/mixtures/per_bin/test", ".1f"),
+    ("08_results", rf"one weight per context bin [\d.]+ \({N}\); the paper's", ratio("table1_longer/rows/MLP9/mixtures/per_bin/test"), ".3f"),
+    ("08_results", rf"scored 252 against 312 .{{0,60}} a ratio of {N};",
+     lambda R: R("table1/rows/MLP10/paper/test") / min(r["paper_test"] for r in R("ngrams/rows")), ".3f"),
+    ("08_results", rf"same rule scores {N} against", "table1_longer/rows/MLP10/test", ".1f"),
+    ("08_results", rf"same rule scores [\d.]+ against {N} for ours", lambda R: min(r["test"] for r in R("ngrams/rows")), ".1f"),
+    ("08_results", rf"Kneser-Ney 5-gram\), also {N}\.", lambda R: R("table1_longer/rows/MLP10/test") / min(r["test"] for r in R("ngrams/rows")), ".3f"),
+    # chapter 8: minibatches
+    ("08_results", rf"\({N} against [\d.]+ after four epochs\)", "minibatch/runs/table1/history/3/valid_ppl", ".0f"),
+    ("08_results", rf"\([\d.]+ against {N} after four epochs\)", "minibatch/runs/k1/history/3/valid_ppl", ".0f"),
+    # chapter 8: the row beyond the paper
+    ("08_results", rf"at most {N} times that of our Kneser-Ney 5-gram", "beyond/target_ratio", ".2f"),
+    ("08_results", rf"Kneser-Ney 5-gram \({N}\), well below", lambda R: R("beyond/target_ratio") * kn5(R), ".1f"),
+    ("08_results", rf"the larger network reaches {N} on the test set", "beyond/test", ".1f"),
+    ("08_results", rf"on the test set, {N} of Kneser-Ney", "beyond/test_over_kn5/network", ".3f"),
+    ("08_results", rf"fell to {N} at the fifteenth epoch", lambda R: R("beyond/history")[R("beyond/best_epoch") - 1]["valid_ppl"], ".1f"),
+    ("08_results", rf"wavered \({N}, [\d.]+\)", "beyond/history/15/valid_ppl", ".1f"),
+    ("08_results", rf"wavered \([\d.]+, {N}\)", "beyond/history/16/valid_ppl", ".1f"),
+    ("08_results", rf"now \*hurts\* \({N}\)", "beyond/mixtures/0.5/test", ".1f"),
+    ("08_results", rf"one weight \({N} on the network\) gives", "beyond/mixtures/kn5_em/weight", ".2f"),
+    ("08_results", rf"on the network\) gives {N}, and", "beyond/mixtures/kn5_em/test", ".1f"),
+    ("08_results", rf"gives \*\*{N}, [\d.]+ of Kneser-Ney\*\*", "beyond/chosen_test", ".1f"),
+    ("08_results", rf"gives \*\*[\d.]+, {N} of Kneser-Ney\*\*", lambda R: R("beyond/test_over_kn5")[R("beyond/chosen_on_valid")], ".3f"),
+    ("08_results", rf"the 0\.72 we aimed for \({N}\)", lambda R: R("beyond/target_ratio") * kn5(R), ".1f"),
+    ("08_results", rf"under 0\.72 \({N} against", "beyond/chosen_test", ".1f"),
+    ("08_results", rf"under 0\.72 \([\d.]+ against {N}\)", lambda R: R("beyond/target_ratio") * kn5(R), ".1f"),
+    # chapter 8: what an AP News epoch would cost
+    ("08_results", rf"million: {N} times as much per example",
+     lambda R: 17_964 * (60 + 5 * 100) / (R("table1/V") * R("table1/rows/MLP9/h")), ".1f"),
+    ("08_results", rf"examples, {N} times Brown's", lambda R: 13_994_528 / R("table1/tokens/train"), ".1f"),
+    ("08_results", rf"Our MLP9 epochs took about {N} s on one core",
+     lambda R: R("table1/rows/MLP9/seconds_training") / R("table1/rows/MLP9/epochs_run"), ".0f"),
+    ("08_results", rf"\\approx {N}\$ times the arithmetic of an MLP9 epoch",
+     lambda R: 17_964 * (60 + 5 * 100) * 13_994_528 / (R("table1/V") * R("table1/rows/MLP9/h") * R("table1/tokens/train")), ".0f"),
+]
+
+
+def markdown_cells(path: Path) -> list[str]:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+
+
+def prose(notebook: str) -> str:
+    return re.sub(r"\s+", " ", " ".join(markdown_cells(BOOK / f"{notebook}.ipynb")))
+
+
+@pytest.mark.parametrize("notebook, pattern, value, fmt", FIGURES,
+                         ids=[f"{nb}:{pat[:40]}" for nb, pat, _, _ in FIGURES])
+def test_prose_figure_matches_results(notebook, pattern, value, fmt):
+    text = prose(notebook)
+    found = [m.group(1) for m in re.finditer(pattern, text)]
+    assert found, f"{notebook}: the prose no longer says /{pattern}/ (update the sentence or this row)"
+    expected = format(value(R) if callable(value) else R(value), fmt)
+    for got in found:
+        assert got.rstrip(".,") == expected, f"{notebook}: the prose says {got}, the results say {expected}"
+
+
+def test_every_row_reads_an_existing_result():
+    # a typo in a path must fail loudly, not be skipped
+    for notebook, _, value, fmt in FIGURES:
+        assert (BOOK / f"{notebook}.ipynb").exists()
+        v = value(R) if callable(value) else R(value)
+        assert isinstance(v, (int, float)) and math.isfinite(v), (notebook, value, v)
+        format(v, fmt)
+
+
+# --------------------------------------------------------------------------- words readers should not meet
+FORBIDDEN = {
+    "project vocabulary 'issue'": re.compile(r"\bissues?\b", re.IGNORECASE),
+    "a test marker": re.compile(r"nbval", re.IGNORECASE),
+    "a commit hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b"),
+    "'target' as our own bar": re.compile(
+        r"\b(?:our|the first|the second|the \d\.\d+|\d\.\d+) targets?\b|\btargets? (?:is |was |are |were )?(?:met|missed)\b"
+        r"|\bthe target was\b|\bshort of the target\b", re.IGNORECASE),
+}
+NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
+PAGES = sorted(BOOK.glob("*.md"))
+
+
+def test_the_book_has_chapters():
+    assert len(NOTEBOOKS) >= 9
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + PAGES, ids=[p.name for p in NOTEBOOKS + PAGES])
+def test_markdown_speaks_to_readers(path):
+    texts = markdown_cells(path) if path.suffix == ".ipynb" else [path.read_text(encoding="utf-8")]
+    problems = [f"cell {i}: {what}: {m.group(0)!r}"
+                for i, text in enumerate(texts)
+                for what, rx in FORBIDDEN.items() for m in rx.finditer(text)]
+    assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_test_markers_are_tags_not_code(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    marked = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+              and re.search(r"^\s*#\s*(NBVAL_|PYTEST_VALIDATE_)", "".join(c["source"]), re.MULTILINE)]
+    assert not marked, f"{path.name}: cells {marked} carry an nbval comment; use the tag nbval-ignore-output"
+
+
+def test_the_checks_can_fail():
+    # each forbidden pattern catches what it is meant to, and leaves ordinary prose alone
+    bad = ["the issue's five targets", "(commit 4d3df6e, another CPU)", "# NBVAL_IGNORE_OUTPUT",
+           "the 0.72 target is met", "our target, a speedup of at least 1.8", "just short of the target"]
+    for text in bad:
+        assert any(rx.search(text) for rx in FORBIDDEN.values()), text
+    good = ["the probability of the target word", "only targets can have negative entries", "1,181,041 tokens",
+            "13994528 examples", "a decade of effort", "the (context, target) pairs"]
+    for text in good:
+        assert not any(rx.search(text) for rx in FORBIDDEN.values()), text
+    # a figure that disagrees with the JSON is reported, and so is a sentence that is gone
+    with pytest.raises(AssertionError, match="the results say"):
+        test_prose_figure_matches_results("08_results", rf"test perplexity went from {N} to", "table1/rows/MLP3/test", ".1f")
+    with pytest.raises(AssertionError, match="no longer says"):
+        test_prose_figure_matches_results("08_results", rf"a sentence the book never had {N}", "table1/V", "d")
