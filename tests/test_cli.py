@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nplm_edu.corpus import PARAGRAPH, TEXT, brown_available, load_corpus
+from nplm_edu.data.corpus import PARAGRAPH, TEXT, brown_available, load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 

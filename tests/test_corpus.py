@@ -1,4 +1,4 @@
-"""Tests of nplm_edu.corpus and nplm_edu.synthetic: Brown as the paper split it, vocabularies,
+"""Tests of nplm_edu.data.corpus and nplm_edu.data.synthetic: Brown as the paper split it, vocabularies,
 text files, caching, windows and the synthetic grammar."""
 
 import time
@@ -6,10 +6,10 @@ import time
 import numpy as np
 import pytest
 
-from nplm_edu.corpus import (PARAGRAPH, TEXT, UNK, Vocabulary, brown_available, load_corpus,
-                             resolve_split, windows)
+from nplm_edu.data.corpus import (PARAGRAPH, TEXT, UNK, Vocabulary, brown_available, load_corpus,
+                                  resolve_split, windows)
+from nplm_edu.data.synthetic import CLASSES, generate
 from nplm_edu.errors import UserError
-from nplm_edu.synthetic import CLASSES, generate
 
 
 needs_brown = pytest.mark.skipif(

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from nplm_edu.gradcheck import gradcheck, numerical_grad, relative_error
-from nplm_edu.model import NPLM, NPLMConfig
+from nplm_edu.models.gradcheck import gradcheck, numerical_grad, relative_error
+from nplm_edu.models.nplm import NPLM, NPLMConfig
 
 
 def model_and_batch(h, direct, seed=0):

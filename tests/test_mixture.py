@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
+from nplm_edu.analysis.mixture import Mixture, em_weight, mixed_log_prob, mixture_report
 from nplm_edu.errors import UserError
-from nplm_edu.lm import LanguageModel
-from nplm_edu.mixture import Mixture, em_weight, mixed_log_prob, mixture_report
-from nplm_edu.model import NPLM, NPLMConfig
+from nplm_edu.models.lm import LanguageModel
+from nplm_edu.models.nplm import NPLM, NPLMConfig
 
 
 class Unigram(LanguageModel):
@@ -116,7 +116,7 @@ def test_bad_mixtures():
 
 
 def test_with_the_interpolated_trigram():
-    ngram = pytest.importorskip("nplm_edu.ngram")
+    ngram = pytest.importorskip("nplm_edu.models.ngram")
     rng = np.random.default_rng(0)
     V = 12
     ids = rng.integers(0, V, 2000)
@@ -134,13 +134,13 @@ def test_with_the_interpolated_trigram():
 
 
 def test_mix_command(tmp_path, capsys):
-    pytest.importorskip("nplm_edu.ngram")
+    pytest.importorskip("nplm_edu.models.ngram")
     import argparse
     import json
 
-    from nplm_edu.corpus import load_corpus
-    from nplm_edu.mixture import add_cli
-    from nplm_edu.train import TrainConfig, train
+    from nplm_edu.cli.mix import add_cli
+    from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.training.trainer import TrainConfig, train
 
     corpus = load_corpus("synthetic")
     model = NPLM(NPLMConfig(V=corpus.V, n=3, m=4, h=8, seed=0))

@@ -1,4 +1,4 @@
-"""Tests of nplm_edu.ngram: counting, the probability invariants of every model, Kneser-Ney by hand
+"""Tests of nplm_edu.models.ngram: counting, the probability invariants of every model, Kneser-Ney by hand
 and against a slow reference, EM and the exchange algorithm never going downhill, the CLI."""
 
 import argparse
@@ -9,11 +9,12 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from nplm_edu.corpus import load_corpus, windows
+from nplm_edu.cli.ngram import add_cli
+from nplm_edu.data.corpus import load_corpus, windows
 from nplm_edu.errors import UserError
-from nplm_edu.ngram import (ClassNgram, InterpolatedTrigram, KneserNey, MaximumLikelihood, NgramCounts,
-                            add_cli, exchange_classes, modified_kn_discounts)
-from nplm_edu.ngram.classes import class_bigram_objective
+from nplm_edu.models.ngram import (ClassNgram, InterpolatedTrigram, KneserNey, MaximumLikelihood, NgramCounts,
+                                   exchange_classes, modified_kn_discounts)
+from nplm_edu.models.ngram.classes import class_bigram_objective
 
 
 @pytest.fixture(scope="module")

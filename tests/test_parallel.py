@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nplm_edu.model import NPLM, NPLMConfig
-from nplm_edu.parallel.output_block import OutputBlockSGD, block_range
-from nplm_edu.train import sgd_step
+from nplm_edu.models.nplm import NPLM, NPLMConfig
+from nplm_edu.training.optim import sgd_step
+from nplm_edu.training.parallel.output_block import OutputBlockSGD, block_range
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = Path(__file__).parent / "mpi_scripts"
@@ -44,7 +44,7 @@ def test_block_range_matches_the_paper_example():
 
 @pytest.mark.parametrize("direct,K", [(True, 1), (False, 4)])
 def test_serial_run_equals_serial_trainer(direct, K):
-    """M = 1 without mpiexec: 10 updates equal NPLM.loss_and_grads + train.sgd_step to 1e-6 relative."""
+    """M = 1 without mpiexec: 10 updates equal NPLM.loss_and_grads + optim.sgd_step to 1e-6 relative."""
     cfg = NPLMConfig(V=23, n=4, m=5, h=6, direct=direct, dtype="float64", seed=1)
     rng = np.random.default_rng(0)
     ctx, tgt = rng.integers(0, 23, size=(60, 3)), rng.integers(0, 23, size=60)
@@ -117,14 +117,14 @@ def test_failing_rank_ends_the_job(mode, launcher, no_leaked_mpich_shm):
 
 
 def _small_corpus():
-    from nplm_edu.corpus import load_corpus
+    from nplm_edu.data.corpus import load_corpus
 
     return load_corpus("synthetic", synthetic_tokens=6000)
 
 
 @pytest.mark.parametrize("locked", [False, True])
 def test_hogwild_trains_and_frees_shared_memory(locked):
-    from nplm_edu.parallel.hogwild import train_hogwild
+    from nplm_edu.training.parallel.hogwild import train_hogwild
 
     c = _small_corpus()
     cfg = NPLMConfig(V=c.V, n=3, m=8, h=16, seed=0)
@@ -150,23 +150,37 @@ CLI_COMMON = ["train", "--corpus", "synthetic", "--synthetic-tokens", "6000", "-
               "--epochs", "2", "--batch", "8", "--lr", "0.1", "--dtype", "float64", "--quiet"]
 
 
-def test_cli_output_block_matches_serial_cli(tmp_path):
-    """`mpiexec -n 2 python -m nplm_edu train --parallel output-block` writes the serial run's history
-    and checkpoint (parameters equal to 1e-6 relative in float64)."""
-    import json
-
-    ser = subprocess.run([sys.executable, *map(str, _train_cli()), *CLI_COMMON, "--out", str(tmp_path / "ser")],
+@pytest.fixture(scope="module")
+def serial_cli_run(tmp_path_factory):
+    """The folder of `python -m nplm_edu train` with CLI_COMMON (2 epochs), run serially."""
+    out = tmp_path_factory.mktemp("serial")
+    ser = subprocess.run([sys.executable, *map(str, _train_cli()), *CLI_COMMON, "--out", str(out)],
                          capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
     assert ser.returncode == 0, ser.stderr
-    par, _ = mpiexec(2, *_train_cli(), *CLI_COMMON, "--out", tmp_path / "par", "--parallel", "output-block")
+    return out
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_cli_output_block_matches_serial_cli(tmp_path, serial_cli_run, resumed):
+    """`mpiexec -n 2 python -m nplm_edu train --parallel output-block` writes the serial run's history
+    and checkpoint (parameters equal to 1e-6 relative in float64); also when it stops after epoch 1 and
+    the same command with --resume trains epoch 2 (resume at an epoch boundary, every rank loading it)."""
+    import json
+
+    cmd = [*_train_cli(), *CLI_COMMON, "--out", tmp_path / "par", "--parallel", "output-block"]
+    if resumed:
+        first, _ = mpiexec(2, *cmd, "--epochs", "1")  # (argparse: the last --epochs wins)
+        assert first.returncode == 0, first.stderr
+        assert len(json.loads((tmp_path / "par" / "history.json").read_text())["epochs"]) == 1
+    par, _ = mpiexec(2, *cmd, *(["--resume"] if resumed else []))
     assert par.returncode == 0, par.stderr
-    hs, hp = (json.loads((tmp_path / d / "history.json").read_text()) for d in ("ser", "par"))
+    hs, hp = (json.loads((d / "history.json").read_text()) for d in (serial_cli_run, tmp_path / "par"))
     assert hp["parallel"] == {"algorithm": "output-block", "ranks": 2}
     for es, ep in zip(hs["epochs"], hp["epochs"], strict=True):
         assert ep["updates"] == es["updates"]
         assert ep["train_ppl"] == pytest.approx(es["train_ppl"], rel=1e-9)
         assert ep["valid_ppl"] == pytest.approx(es["valid_ppl"], rel=1e-9)
-    a, b = np.load(tmp_path / "ser" / "checkpoint.npz"), np.load(tmp_path / "par" / "checkpoint.npz")
+    a, b = np.load(serial_cli_run / "checkpoint.npz"), np.load(tmp_path / "par" / "checkpoint.npz")
     assert sorted(a.files) == sorted(b.files)
     for k in a.files:
         if k.startswith(("param/", "best/")):
@@ -188,40 +202,60 @@ def test_cli_hogwild_trains(tmp_path):
 
 
 @pytest.mark.parametrize("algorithm", ["output-block", "hogwild"])
-@pytest.mark.parametrize("option", [["--resume"], ["--checkpoint-minutes", "5"]])
-def test_cli_parallel_refuses_options_it_would_ignore(tmp_path, algorithm, option):
-    """--resume (and an explicit --checkpoint-minutes) with --parallel: one error line and status 2, not
-    a silent restart that overwrites the checkpoint being 'resumed'."""
+@pytest.mark.parametrize("option", [["--checkpoint-every-minutes", "5"], ["--resume"]])
+def test_cli_parallel_refuses_what_it_cannot_do_and_reads_what_it_resumes(tmp_path, algorithm, option):
+    """The parallel modes checkpoint at the end of every epoch only: an explicit --checkpoint-every-minutes
+    is refused in one line (not silently ignored). --resume is honoured: it reads the checkpoint, so a file
+    that is not one is one error line too, never overwritten by a fresh start."""
     out = tmp_path / "run"
     out.mkdir()
     (out / "checkpoint.npz").write_bytes(b"the run to resume")
     proc = subprocess.run([sys.executable, *_train_cli(), *CLI_COMMON, "--out", str(out), "--parallel", algorithm,
                            *option], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.splitlines() == [f"error: {option[0]} is not supported with --parallel {algorithm}: " +
-                                        ("the parallel trainers always start from the initial parameters (and "
-                                         "would overwrite the checkpoint); run again without --resume"
-                                         if option[0] == "--resume" else
-                                         "the parallel trainers checkpoint at the end of every epoch only")]
+    assert proc.stderr.splitlines() == [
+        f"error: --parallel {algorithm} checkpoints at the end of every epoch only (no --checkpoint-every-minutes, "
+        "no Ctrl-C checkpoint)" if option[0] != "--resume" else
+        f"error: {out / 'checkpoint.npz'} is not a readable nplm-edu checkpoint (pickled data or another file type)"]
     assert (out / "checkpoint.npz").read_bytes() == b"the run to resume"
     assert not (out / "history.json").exists()
 
 
-def test_mpi_cli_refuses_resume_in_one_line(tmp_path):
-    """Under mpiexec -n 2 only rank 0 reports the refused --resume: one line for the job."""
-    proc, _ = mpiexec(2, *_train_cli(), *CLI_COMMON, "--out", tmp_path, "--parallel", "output-block", "--resume")
+def test_mpi_cli_refuses_in_one_line(tmp_path):
+    """Under mpiexec -n 2 every rank refuses --checkpoint-every-minutes, and only rank 0 says so: one
+    line for the job."""
+    proc, _ = mpiexec(2, *_train_cli(), *CLI_COMMON, "--out", tmp_path, "--parallel", "output-block",
+                      "--checkpoint-every-minutes", "5")
     assert proc.returncode == 2
-    assert proc.stderr.splitlines() == ["error: --resume is not supported with --parallel output-block: the parallel "
-                                        "trainers always start from the initial parameters (and would overwrite "
-                                        "the checkpoint); run again without --resume"]
+    assert proc.stderr.splitlines() == ["error: --parallel output-block checkpoints at the end of every epoch only "
+                                        "(no --checkpoint-every-minutes, no Ctrl-C checkpoint)"]
+
+
+def test_cli_hogwild_resumes_at_an_epoch_boundary(tmp_path):
+    """One hogwild epoch, then the same command with --epochs 2 --resume: the second run continues from the
+    checkpoint (its history, update count and parameters), it does not start again."""
+    import json
+
+    cmd = [sys.executable, *_train_cli(), *CLI_COMMON, "--out", str(tmp_path), "--parallel", "hogwild", "--workers",
+           "2"]
+    for extra in (["--epochs", "1"], ["--resume"]):
+        proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        if extra[0] == "--epochs":
+            first = json.loads((tmp_path / "history.json").read_text())["epochs"]
+    h = json.loads((tmp_path / "history.json").read_text())
+    assert len(first) == 1 and h["epochs"][0] == first[0] and len(h["epochs"]) == 2
+    assert h["epochs"][1]["updates"] == 2 * first[0]["updates"] == h["updates"]
+    # from the trained parameters: the second epoch's average loss is below the first's (which started untrained)
+    assert h["epochs"][1]["train_ppl"] < first[0]["train_ppl"]
 
 
 def test_hogwild_stops_when_the_loss_diverges():
     """A learning rate of 1e30 makes the shared parameters overflow after the first updates: every
     worker stops and train_hogwild raises TrainingDiverged (not a silent epoch of NaN updates), with
     the shared memory freed."""
-    from nplm_edu.parallel.hogwild import HogwildDiverged, train_hogwild
-    from nplm_edu.train import TrainingDiverged
+    from nplm_edu.training.checkpoint import TrainingDiverged
+    from nplm_edu.training.parallel.hogwild import HogwildDiverged, train_hogwild
 
     c = _small_corpus()
     ctx, tgt = c.windows("train", 3)

@@ -2,30 +2,39 @@
 into temporary folders: the JSON schema, numbers recomputed independently, resuming, bad input."""
 
 import argparse
+import dataclasses
 import json
 import math
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from nplm_edu.cli.reproduce import TARGETS, add_cli
 from nplm_edu.errors import UserError
-from nplm_edu.reproduce import TARGETS, add_cli
 
 # a tiny synthetic corpus: 8000 tokens -> 6400 train / 800 valid / 800 test, |V| = 47; 50 updates per epoch
 TINY = ["--corpus", "synthetic", "--synthetic-tokens", "8000", "--quick", "--quiet"]
 
 
-def run(argv):
+def run_parser():
     parser = argparse.ArgumentParser()
     add_cli(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(argv):
+    args = run_parser().parse_args(argv)
     return args.func(args)
 
 
-def table1(tmp_path, *extra, out="t1.json", runs="runs"):
-    assert run(["reproduce", "table1", *TINY, "--out", str(tmp_path / out), "--runs-dir", str(tmp_path / runs),
+def table1(tmp_path, *extra, out="t1.json", runs="runs", quick=True):
+    tiny = TINY if quick else [a for a in TINY if a != "--quick"]
+    assert run(["reproduce", "table1", *tiny, "--out", str(tmp_path / out), "--runs-dir", str(tmp_path / runs),
                 *extra]) == 0
     return json.loads((tmp_path / out).read_text())
 
@@ -46,16 +55,63 @@ def test_reproduce_ngrams_synthetic(tmp_path):
     assert all(b >= a for a, b in zip(em, em[1:]))
 
 
-def test_unknown_target():
+@pytest.mark.parametrize("argv, says", [(["nothing", "--corpus", "synthetic"], "invalid choice: 'nothing'"),
+                                        (["ngrams", "--lr", "3"], "error: unrecognized arguments: --lr 3")])
+def test_unknown_target_or_option_is_a_usage_error(argv, says):
+    """Each target has its own subcommand with only its own options: another target's option (the
+    n-gram rows have no learning rate) is refused by argparse, status 2, before any work."""
     assert "ngrams" in TARGETS and "table1" in TARGETS
-    with pytest.raises(UserError):
-        run(["reproduce", "nothing", "--corpus", "synthetic"])
+    proc = subprocess.run([sys.executable, "-m", "nplm_edu", "reproduce", *argv], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=60)
+    assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
+def _help_entries(target: str, capsys) -> dict[str, str]:
+    """`reproduce TARGET --help` as {flag: its help text, whitespace normalised}."""
+    with pytest.raises(SystemExit):
+        run(["reproduce", target, "--help"])
+    entries, flag = {}, None
+    for line in capsys.readouterr().out.split("options:", 1)[1].splitlines():
+        if line.startswith("  -"):  # a new option; its help may start on this line or the next
+            flag = line.split()[0].rstrip(",")
+            entries[flag] = line
+        elif flag is not None:
+            entries[flag] += " " + line
+    return {f: " ".join(text.split()) for f, text in entries.items()}
+
+
+def test_each_target_offers_its_own_options_with_its_dataclass_defaults(capsys):
+    """The defaults `--help` shows, and the values parsed when an option is not given, are the
+    experiment's dataclass defaults; and no target offers another's options."""
+    from nplm_edu.experiments import beyond, minibatch, ngrams, table1 as t1
+
+    def fields(instance, names=None):
+        return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)
+                if names is None or f.name in names}
+
+    own = {"ngrams": fields(ngrams.NgramsOptions()),
+           "table1": {**fields(t1.TRAIN, t1.TRAIN_OPTIONS), **fields(t1.Table1Options())},
+           "minibatch": fields(minibatch.MinibatchOptions()),
+           "beyond": {**fields(beyond.NETWORK, beyond.NETWORK_OPTIONS), **fields(beyond.TRAIN, beyond.TRAIN_OPTIONS),
+                      **fields(beyond.BeyondOptions())}}
+    common = {"-h", "--corpus", "--train-size", "--valid-size", "--min-count", "--corpus-seed", "--synthetic-tokens",
+              "--out", "--quiet"}
+    assert set(own) == set(TARGETS)
+    for target, defaults in own.items():
+        entries = _help_entries(target, capsys)
+        flags = {"--" + name.replace("_", "-"): name for name in defaults}
+        assert set(entries) == common | set(flags), target
+        args = vars(run_parser().parse_args(["reproduce", target]))
+        for flag, name in flags.items():
+            assert f"(default {defaults[name]})" in entries[flag], (target, flag, entries[flag])
+            assert args[name] == defaults[name] and type(args[name]) is type(defaults[name]), (target, name)
 
 
 def test_table1_quick_schema_and_numbers(tmp_path):
-    from nplm_edu.corpus import load_corpus
-    from nplm_edu.ngram import InterpolatedTrigram
-    from nplm_edu.train import model_from_checkpoint
+    from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.models.ngram import InterpolatedTrigram
+    from nplm_edu.training.checkpoint import model_from_checkpoint
 
     doc = table1(tmp_path, "--epochs", "2", "--lr", "0.5")
     assert list(doc["rows"]) == [f"MLP{i}" for i in range(1, 11)]
@@ -131,10 +187,10 @@ def test_table1_resumes_row_by_row(tmp_path):
 
 
 def test_table1_ctrl_c_resumes_inside_a_row(tmp_path, monkeypatch):
-    from nplm_edu.model import NPLM
+    from nplm_edu.numerics.fused import FusedNPLM
 
     calls = {"n": 0}
-    original = NPLM.sgd_update
+    original = FusedNPLM.sgd_update
 
     def interrupted(self, *a, **k):
         calls["n"] += 1
@@ -142,11 +198,11 @@ def test_table1_ctrl_c_resumes_inside_a_row(tmp_path, monkeypatch):
             os.kill(os.getpid(), signal.SIGINT)
         return original(self, *a, **k)
 
-    monkeypatch.setattr(NPLM, "sgd_update", interrupted)
+    monkeypatch.setattr(FusedNPLM, "sgd_update", interrupted)
     with pytest.raises(KeyboardInterrupt):
         table1(tmp_path, "--rows", "MLP7", "--epochs", "2")
     assert not (tmp_path / "t1.json").exists() and (tmp_path / "runs" / "t1" / "MLP7" / "checkpoint.npz").exists()
-    monkeypatch.setattr(NPLM, "sgd_update", original)
+    monkeypatch.setattr(FusedNPLM, "sgd_update", original)
     resumed = table1(tmp_path, "--rows", "MLP7", "--epochs", "2")["rows"]["MLP7"]
     assert resumed["resumed"] and calls["n"] == 30
     straight = table1(tmp_path, "--rows", "MLP7", "--epochs", "2", out="b.json", runs="b")["rows"]["MLP7"]
@@ -175,20 +231,19 @@ def test_table1_refuses_to_mix_settings(tmp_path):
 
 
 def test_quick_slices_a_big_corpus():
-    from nplm_edu.table1 import QUICK_SPLIT, table_corpus
+    from nplm_edu.data.corpus import CorpusSpec
+    from nplm_edu.experiments.table1 import QUICK_SPLIT, table_corpus
 
-    args = argparse.Namespace(corpus="synthetic", train_size=None, valid_size=None, min_count=4, corpus_seed=0,
-                              synthetic_tokens=60_000, quick=True)
-    c = table_corpus(args)
+    spec = CorpusSpec(corpus="synthetic", synthetic_tokens=60_000)
+    c = table_corpus(spec, quick=True)
     assert (len(c.train), len(c.valid), len(c.test)) == (QUICK_SPLIT[0], 6000, 6000)  # 48000/6000/6000 cut
-    assert c.name.endswith("[quick]") and np.array_equal(c.valid, table_corpus(
-        argparse.Namespace(**dict(vars(args), quick=False))).valid)
+    assert c.name.endswith("[quick]") and np.array_equal(c.valid, table_corpus(spec, quick=False).valid)
 
 
 def test_minibatch_target(tmp_path):
     """K = 1 against K = 128 at the same per-example step: same start, same order, close curves."""
     out = tmp_path / "mb.json"
-    assert run(["reproduce", "minibatch", "--corpus", "synthetic", "--synthetic-tokens", "8000", "--rows", "MLP7",
+    assert run(["reproduce", "minibatch", "--corpus", "synthetic", "--synthetic-tokens", "8000", "--row", "MLP7",
                 "--epochs", "2", "--lr", "0.5", "--out", str(out), "--quiet"]) == 0
     doc = json.loads(out.read_text())
     assert doc["row"] == "MLP7" and doc["model"]["n"] == 3 and doc["tokens"]["train"] == 6400
@@ -209,15 +264,15 @@ def test_minibatch_target(tmp_path):
 
 def test_minibatch_one_row_only(tmp_path):
     with pytest.raises(UserError, match="one network"):
-        run(["reproduce", "minibatch", "--corpus", "synthetic", "--rows", "MLP7,MLP9", "--out", str(tmp_path / "x")])
+        run(["reproduce", "minibatch", "--corpus", "synthetic", "--row", "MLP7,MLP9", "--out", str(tmp_path / "x")])
 
 
 def test_table1_saves_the_best_networks_features(tmp_path):
-    from nplm_edu.corpus import load_corpus
-    from nplm_edu.table1 import vocab_fingerprint
-    from nplm_edu.train import model_from_checkpoint
+    from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.experiments.table1 import vocab_fingerprint
+    from nplm_edu.training.checkpoint import model_from_checkpoint
 
-    doc = table1(tmp_path, "--rows", "MLP7,MLP9", "--epochs", "1", "--save-features")
+    doc = table1(tmp_path, "--rows", "MLP7,MLP9", "--epochs", "1", quick=False)  # the default: --save-features
     best = min(("MLP7", "MLP9"), key=lambda r: doc["rows"][r]["valid"])
     with np.load(tmp_path / "t1_features.npz", allow_pickle=False) as f:
         assert str(f["row"]) == best and f["C"].dtype == np.float16 and int(f["V"]) == doc["V"]
@@ -225,5 +280,5 @@ def test_table1_saves_the_best_networks_features(tmp_path):
         C = model_from_checkpoint(tmp_path / "runs" / "t1" / best / "checkpoint.npz").params["C"]
         np.testing.assert_allclose(f["C"], C, rtol=1e-3, atol=1e-4)  # float16: 3 significant digits
     assert not (tmp_path / "t1_features.npz.tmp.npz").exists()
-    table1(tmp_path, "--rows", "MLP7", "--epochs", "1")  # --quick without --save-features writes none
-    assert not list((tmp_path / "runs").glob("*features*"))
+    table1(tmp_path, "--rows", "MLP7", "--epochs", "1", "--save-features", out="q.json")  # never with --quick
+    assert not list(tmp_path.glob("q*features*")) and not list((tmp_path / "runs").glob("*features*"))

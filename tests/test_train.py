@@ -1,7 +1,9 @@
-"""SGD trainer: the update rule, determinism, resume == uninterrupted, checkpoints, divergence, CLI."""
+"""The one trainer (serial backend): the update rule, determinism, resume == uninterrupted (also after
+SIGINT, SIGTERM, SIGKILL), checkpoints and their guards, divergence, the CLI."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,10 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nplm_edu.cli import main
 from nplm_edu.errors import UserError
-from nplm_edu.model import NPLM, NPLMConfig
-from nplm_edu.train import (TrainConfig, TrainingDiverged, epoch_order, learning_rate, load_checkpoint,
-                            model_from_checkpoint, save_checkpoint, sgd_step, train)
+from nplm_edu.models.nplm import NPLMConfig
+from nplm_edu.numerics.fused import FusedNPLM
+from nplm_edu.training.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+from nplm_edu.training.optim import learning_rate, sgd_step
+from nplm_edu.training.trainer import TrainConfig, TrainingDiverged, epoch_order, train
 
 
 def data(V=20, n=3, N=600, seed=0):
@@ -31,12 +36,13 @@ def data(V=20, n=3, N=600, seed=0):
 
 
 def new_model(V=20, n=3, direct=True, h=8):
-    return NPLM(NPLMConfig(V=V, n=n, m=4, h=h, direct=direct, seed=1))
+    return FusedNPLM(NPLMConfig(V=V, n=n, m=4, h=h, direct=direct, seed=1))
 
 
 def test_learning_rate_and_sgd_step_rule():
     assert learning_rate(1e-3, 1e-8, 0) == 1e-3  # t = 0: eps_0
     assert np.isclose(learning_rate(0.1, 0.5, 2), 0.05)  # 0.1 / (1 + 0.5 * 2)
+    assert np.isclose(learning_rate(0.1, 0.5, 2, lr_decay=0.5, epoch=3), 0.05 * 0.125)  # times 0.5^3
     P = {k: np.array([1.0]) for k in ("C", "H", "U", "W", "b", "d")}
     G = {k: np.array([2.0]) for k in P}
     sgd_step(P, G, 0.1, 0.5)
@@ -98,8 +104,8 @@ def test_resume_after_interruption_mid_epoch(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, "cut", 2, callback=stop, minutes=0.0)  # minutes=0: checkpoint after every update
-    meta, _, _ = load_checkpoint(tmp_path / "cut" / "checkpoint.npz")
-    assert (meta["step"], meta["epoch"], meta["batch_in_epoch"]) == (25, 1, 6)
+    state = load_checkpoint(tmp_path / "cut" / "checkpoint.npz")[0]["state"]
+    assert (state["step"], state["epoch"], state["batch_in_epoch"]) == (25, 1, 6)
     resumed, _ = run(tmp_path, "cut", 2, resume=True)
     for k in full.params:
         assert np.array_equal(full.params[k], resumed.params[k]), k
@@ -144,19 +150,21 @@ def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path):
     # minutes=0: a checkpoint is due right after the poisoning update, so save_checkpoint's guard fires
     with pytest.raises(TrainingDiverged, match="parameters are no longer finite: .*checkpoint.npz not overwritten"):
         run(tmp_path, "poisoned", 3, callback=poison, minutes=0.0)
-    meta, params, _ = load_checkpoint(tmp_path / "poisoned" / "checkpoint.npz")
-    assert meta["step"] == 29 and all(np.all(np.isfinite(p)) for p in params.values())  # the update before
+    meta, params, _, _ = load_checkpoint(tmp_path / "poisoned" / "checkpoint.npz")
+    assert meta["state"]["step"] == 29 and all(np.all(np.isfinite(p)) for p in params.values())  # the update before
 
 
 def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, monkeypatch):
     """A learning rate that explodes in epoch 2 (update 25 of 38) makes the parameters overflow and the
-    training loss non-finite: train() stops at that update with its message (the loss check, not the
-    checkpoint guard: with the default 10-minute interval no checkpoint is due mid-epoch), and the
-    checkpoint of the end of epoch 1 is left intact: it loads, finite, equal to a 1-epoch run's."""
-    import nplm_edu.train as train_mod
+    training loss explode (non-finite, or far above the uniform model's log |V|): train() stops at that
+    update with its message (the loss check, not the checkpoint guard: with the default 10-minute
+    interval no checkpoint is due mid-epoch), and the checkpoint of the end of epoch 1 is left intact:
+    it loads, finite, equal to a 1-epoch run's."""
+    import nplm_edu.training.trainer as train_mod
 
     rule = train_mod.learning_rate
-    monkeypatch.setattr(train_mod, "learning_rate", lambda lr0, r, t: 1e30 if t >= 25 else rule(lr0, r, t))
+    monkeypatch.setattr(train_mod, "learning_rate",
+                        lambda lr0, r, t, *decay: 1e30 if t >= 25 else rule(lr0, r, t, *decay))
     model = new_model()
     losses = []
     update = model.sgd_update
@@ -172,15 +180,17 @@ def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, 
     with pytest.raises(TrainingDiverged) as info, np.errstate(over="ignore", invalid="ignore"):
         train(model, data(), cfg, out_dir=out, quiet=True)  # (numpy's overflow warnings are expected)
     msg = str(info.value)
-    bad = len(losses) - 1  # the update whose loss was not finite: the last one attempted
-    assert bad > 25 and all(np.isfinite(losses[:bad])) and not np.isfinite(losses[bad])
-    assert msg == (f"the training loss became {losses[bad]} at update {bad} of epoch 2 (the last good "
+    bad = len(losses) - 1  # the update whose loss exploded: the last one attempted
+    limit = 10 * np.log(20) + 10  # far above log |V| = 3.0, the uniform model's loss
+    assert bad > 25 and all(np.asarray(losses[:bad]) <= limit) and not losses[bad] <= limit
+    assert msg == (f"the training loss became {losses[bad]:.4g} at update {bad} of epoch 2 (the last good "
                    f"checkpoint is kept in {out / 'checkpoint.npz'}); try a smaller learning rate")
     assert bad < 2 * 19  # stopped inside epoch 2: no further update, no epoch-2 validation or checkpoint
     saved = json.loads((out / "history.json").read_text())
     assert [e["epoch"] for e in saved["epochs"]] == [1]
-    meta, params, best = load_checkpoint(out / "checkpoint.npz")
-    assert (meta["step"], meta["epoch"], meta["batch_in_epoch"]) == (19, 1, 0)  # the end of epoch 1
+    meta, params, best, _ = load_checkpoint(out / "checkpoint.npz")
+    state = meta["state"]
+    assert (state["step"], state["epoch"], state["batch_in_epoch"]) == (19, 1, 0)  # the end of epoch 1
     assert all(np.all(np.isfinite(p)) for p in list(params.values()) + list(best.values()))
     monkeypatch.setattr(train_mod, "learning_rate", rule)
     one_epoch, _ = run(tmp_path, "one-epoch", 1)
@@ -210,8 +220,6 @@ def test_bad_train_config(bad):
 
 
 def test_cli_trains_and_reports_bad_input(tmp_path, capsys):
-    from nplm_edu.cli import main
-
     out = tmp_path / "run"
     code = main(["train", "--corpus", "synthetic", "--n", "3", "--h", "8", "--m", "5", "--epochs", "2",
                  "--batch", "64", "--lr", "0.3", "--out", str(out), "--quiet"])
@@ -231,7 +239,7 @@ def test_checkpoint_refuses_nonfinite(tmp_path):
     model = new_model()
     model.params["C"][0, 0] = np.inf
     with pytest.raises(TrainingDiverged):
-        save_checkpoint(tmp_path / "c.npz", model, {}, None)
+        save_checkpoint(tmp_path / "c.npz", model.params, {}, None)
 
 
 def test_max_updates_then_resume_continues(tmp_path):
@@ -246,6 +254,91 @@ def test_max_updates_then_resume_continues(tmp_path):
     train(resumed, data(), cfg, out_dir=tmp_path / "lim", resume=True, quiet=True)
     for k in full.params:
         assert np.array_equal(full.params[k], resumed.params[k]), k
+
+
+@pytest.mark.parametrize("mode", ["serial", "hogwild", "output-block"])
+def test_resume_without_a_checkpoint_is_one_clear_error(tmp_path, mode):
+    """resume with no checkpoint to resume: one UserError naming the file, whatever the backend
+    (output-block at M = 1, without MPI), and nothing trained or written."""
+    from nplm_edu.training.parallel.hogwild import HogwildBackend
+    from nplm_edu.training.parallel.output_block import OutputBlockBackend
+
+    model, cfg = new_model(), TrainConfig(epochs=1, batch=32)
+    backend = (None if mode == "serial" else HogwildBackend(model, cfg, data()[0], workers=2) if mode == "hogwild"
+               else OutputBlockBackend(model, cfg))
+    out = tmp_path / "run"
+    with pytest.raises(UserError, match=f"^no checkpoint at {re.escape(str(out / 'checkpoint.npz'))}$"):
+        train(model, data(), cfg, out_dir=out, resume=True, backend=backend, quiet=True)
+    assert not (out / "checkpoint.npz").exists() and not (out / "history.json").exists()
+    with pytest.raises(UserError, match="resume needs an output folder"):
+        train(model, data(), cfg, resume=True, backend=backend, quiet=True)
+
+
+def test_resume_refuses_a_checkpoint_of_another_corpus(tmp_path, capsys):
+    """The synthetic corpus with another --corpus-seed has the same |V| = 47 (so the same model) but other
+    text: resuming on it is refused in one line, and the checkpoint is left as it was."""
+    args = ["train", "--corpus", "synthetic", "--n", "3", "--h", "8", "--m", "5", "--batch", "64", "--out",
+            str(tmp_path), "--quiet"]
+    assert main([*args, "--epochs", "1"]) == 0
+    before = (tmp_path / "checkpoint.npz").read_bytes()
+    capsys.readouterr()
+    assert main([*args, "--epochs", "2", "--resume", "--corpus-seed", "9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {tmp_path / 'checkpoint.npz'} was trained on other data"), err
+    assert (tmp_path / "checkpoint.npz").read_bytes() == before
+
+
+def test_stale_temporaries_are_removed_at_the_start(tmp_path):
+    """A process killed while writing leaves checkpoint.npz.<random>.tmp behind: the next run removes it
+    before its first update, and leaves other files alone."""
+    out = tmp_path / "run"
+    out.mkdir()
+    stale, other = out / "checkpoint.npz.k1ll3d.tmp", out / "notes.tmp"
+    stale.write_bytes(b"half a checkpoint")
+    other.write_text("mine")
+    seen = []
+    train(new_model(), data(), TrainConfig(epochs=1, batch=100), out_dir=out, quiet=True, callback_every=1,
+          callback=lambda step, model: seen.append(stale.exists()))
+    assert seen and not any(seen) and other.read_text() == "mine"
+
+
+def test_unwritable_out_fails_before_training(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["train", "--corpus", "synthetic", "--epochs", "50", "--out", str(afile / "run")]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: cannot write to {afile / 'run'}"), err
+    assert "epoch" not in captured.out and afile.read_text() == "x"  # not one epoch trained
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda m: m.pop("model"), "meta field 'model' is missing or not a dict"),
+    (lambda m: m.update(train=[1, 2]), "meta field 'train' is missing or not a dict"),
+    (lambda m: m.update(kind=3), "meta field 'kind' is missing or not a str"),
+    (lambda m: m["state"].update(step="many"), "state field 'step'"),
+    (lambda m: m["state"].update(history="x"), "state field 'history'"),
+    (lambda m: m["state"].update(rng_state={"seed": 1}), "PCG64"),
+    (lambda m: m["state"].update(surprise=1), "unknown state fields ['surprise']"),
+])
+def test_checkpoint_with_a_bad_meta_is_one_clear_error(tmp_path, capsys, change, says):
+    """This version's format tag, but a meta with a field missing or of the wrong type: one clear line from
+    `train --resume` and from `mix`, not a traceback from deep inside the trainer."""
+    run(tmp_path, "good", 1)
+    with np.load(tmp_path / "good" / "checkpoint.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    change(meta)
+    bad = tmp_path / "bad" / "checkpoint.npz"
+    bad.parent.mkdir()
+    np.savez(bad, **dict(arrays, meta=np.array(json.dumps(meta))))
+    for argv in (["train", "--corpus", "synthetic", "--out", str(bad.parent), "--resume", "--quiet"],
+                 ["mix", str(bad), "--corpus", "synthetic"]):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"error: {bad} is not a readable nplm-edu checkpoint ("), err
+        assert says in err[0], err
 
 
 # ----------------------------------------------------------------- resume through a real process
@@ -269,16 +362,17 @@ def uninterrupted(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_cli_resume_after_a_real_interruption_equals_uninterrupted(tmp_path, uninterrupted, how):
     """`python -m nplm_edu train ... --out DIR` stopped in the middle of the run, then the same command
     with --resume, ends with exactly (bitwise) the parameters, best parameters and history of the same
-    command run without interruption. SIGINT (Ctrl-C): sent once the end-of-epoch-1 checkpoint exists;
-    the trainer finishes its update, checkpoints and exits with status 130. SIGKILL: no chance to save
-    anything, so --checkpoint-minutes 0.005 (every 0.3 s) provides a checkpoint inside epoch 1 and the
-    kill lands wherever the run is; the atomic writes leave a loadable checkpoint behind."""
+    command run without interruption. SIGINT (Ctrl-C) and SIGTERM (what `kill` and schedulers send):
+    sent once the end-of-epoch-1 checkpoint exists; the trainer finishes its update, checkpoints and
+    exits with status 130. SIGKILL: no chance to save anything, so --checkpoint-every-minutes 0.005
+    (every 0.3 s) provides a checkpoint inside epoch 1 and the kill lands wherever the run is; the
+    atomic writes leave a loadable checkpoint behind."""
     out = tmp_path / "cut"
-    extra = ["--checkpoint-minutes", "0.005"] if how == "SIGKILL" else []
+    extra = ["--checkpoint-every-minutes", "0.005"] if how == "SIGKILL" else []
     proc = subprocess.Popen([*CLI_RUN, "--out", str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=ENV, cwd=ROOT)
     try:
@@ -293,14 +387,14 @@ def test_cli_resume_after_a_real_interruption_equals_uninterrupted(tmp_path, uni
         if proc.poll() is None:  # only on a failed assertion above
             proc.kill()
             proc.wait()
-    if how == "SIGINT":
+    if how != "SIGKILL":
         assert proc.returncode == 130 and err.strip() == "interrupted", err
     else:
         assert proc.returncode == -signal.SIGKILL
-    meta, _, _ = load_checkpoint(out / "checkpoint.npz")
-    assert 0 < meta["step"] < 4 * UPDATES_PER_EPOCH and not meta["done"]  # really stopped mid-run
-    if how == "SIGINT":
-        assert meta["step"] > UPDATES_PER_EPOCH and meta["batch_in_epoch"] > 0  # saved on Ctrl-C, mid-epoch
+    state = load_checkpoint(out / "checkpoint.npz")[0]["state"]
+    assert 0 < state["step"] < 4 * UPDATES_PER_EPOCH and not state["done"]  # really stopped mid-run
+    if how != "SIGKILL":
+        assert state["step"] > UPDATES_PER_EPOCH and state["batch_in_epoch"] > 0  # saved on the signal, mid-epoch
 
     resumed = _cli(out, *extra, "--resume")
     assert resumed.returncode == 0, resumed.stderr
@@ -315,3 +409,17 @@ def test_cli_resume_after_a_real_interruption_equals_uninterrupted(tmp_path, uni
     strip = [[{k: v for k, v in e.items() if k != "seconds"} for e in h["epochs"]] for h in (ha, hb)]
     assert len(strip[0]) == 4 and strip[0] == strip[1]
     assert ha["best_valid_ppl"] == hb["best_valid_ppl"] and ha["updates"] == hb["updates"] == 4 * UPDATES_PER_EPOCH
+
+
+def test_cli_exploding_loss_is_one_error_line(tmp_path):
+    """lr 9: the loss climbs far above log |V| while still finite; the run stops there with status 2 and
+    one `error:` line, no traceback, and no checkpoint of the exploded parameters."""
+    proc = subprocess.run([sys.executable, "-m", "nplm_edu", "train", "--corpus", "synthetic", "--epochs", "10",
+                           "--lr", "9", "--seed", "2", "--out", str(tmp_path), "--quiet"], capture_output=True,
+                          text=True, env=ENV, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and re.fullmatch(r"error: the training loss became [0-9.e+]+ at update \d+ of epoch 1 "
+                                            r"\(no checkpoint was written yet\); try a smaller learning rate",
+                                            lines[0]), proc.stderr
+    assert not (tmp_path / "checkpoint.npz").exists()

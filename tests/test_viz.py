@@ -1,4 +1,4 @@
-"""Tests of nplm_edu.viz: PCA, neighbours, class agreement, snapshots and the plots (Agg backend)."""
+"""Tests of nplm_edu.analysis.viz: PCA, neighbours, class agreement, snapshots and the plots (Agg backend)."""
 
 import json
 
@@ -10,11 +10,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from nplm_edu import viz  # noqa: E402
-from nplm_edu.corpus import Vocabulary  # noqa: E402
+from nplm_edu.analysis import viz  # noqa: E402
+from nplm_edu.data.corpus import Vocabulary  # noqa: E402
 from nplm_edu.errors import UserError  # noqa: E402
-from nplm_edu.model import NPLM, NPLMConfig  # noqa: E402
-from nplm_edu.train import TrainConfig, train  # noqa: E402
+from nplm_edu.models.nplm import NPLM, NPLMConfig  # noqa: E402
+from nplm_edu.training.trainer import TrainConfig, train  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -152,7 +152,7 @@ def test_class_labels_from_vocab():
 def _tiny(seed=0):
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, 12, size=400).astype(np.int32)
-    from nplm_edu.corpus import windows
+    from nplm_edu.data.corpus import windows
 
     return NPLM(NPLMConfig(V=12, n=3, m=2, h=4, seed=seed)), (windows(ids, 3), None)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from ..errors import UserError
@@ -36,20 +37,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def mpi_rank() -> int:
+    """This process's rank when started by mpiexec (MPICH's or Open MPI's variables), else 0."""
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"):
+        v = os.environ.get(var, "")
+        if v.isdigit():
+            return int(v)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    speak = mpi_rank() == 0  # under mpiexec every rank meets the same bad input: rank 0 says it, once
     try:
         args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if speak:
+            print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # a missing file, a folder where a file should be, a file where a folder should be, ...
         where = f": {e.filename}" if e.filename else ""
-        print(f"error: {e.strerror or e}{where}", file=sys.stderr)
+        if speak:
+            print(f"error: {e.strerror or e}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        if speak:
+            print("interrupted", file=sys.stderr)
         return 130
 
 

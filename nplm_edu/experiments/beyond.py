@@ -73,10 +73,10 @@ class BeyondOptions:
 
 def check_settings(net: NPLMConfig, cfg: TrainConfig) -> None:
     """One clear error line for settings that cannot work together."""
+    if net.h < 1:  # first: with h = 0, NPLMConfig would ask for direct connections, which would not do either
+        raise UserError(f"--h must be at least 1 (the network beyond the paper has a hidden layer), got {net.h}")
     cfg.validate()
     net.validate()
-    if net.h < 1:
-        raise UserError(f"--h must be at least 1 (the network beyond the paper has a hidden layer), got {net.h}")
     if cfg.tie and (net.h != net.m or net.direct):
         raise UserError(f"--tie needs --h equal to --m and --no-direct, got h={net.h}, m={net.m}")
 

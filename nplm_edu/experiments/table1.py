@@ -59,7 +59,8 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import model_from_checkpoint
 from ..training.trainer import TrainConfig, train
-from .common import RESULTS, check_output_path, is_full_brown, kn5_test, provenance, runs_root, write_json_atomic
+from .common import (RESULTS, check_output_path, is_full_brown, kn5_test, provenance, runs_root, write_json_atomic,
+                     write_results)
 
 # Table 1 (Brown): the trained rows and the paper's (train, valid, test) perplexities
 ROWS = {
@@ -161,7 +162,7 @@ def explicit_command(row: str, s: dict, spec: CorpusSpec) -> str:
 
 
 # --------------------------------------------------------------------------- files
-def merge_write(out: Path, doc: dict, rows: tuple[str, ...]) -> dict:
+def merge_write(out: Path, doc: dict, rows: tuple[str, ...], started: float) -> dict:
     """Write ``rows`` of doc into out, keeping rows that another process wrote there meanwhile.
 
     Two ``reproduce table1`` processes with the same settings (one per core, different rows) can
@@ -178,7 +179,7 @@ def merge_write(out: Path, doc: dict, rows: tuple[str, ...]) -> dict:
             doc["trigram"] = disk["trigram"]
         rows_sorted = {k: merged[k] for k in ORDER if k in merged}  # table order
         doc = {**{k: v for k, v in doc.items() if k != "rows"}, "rows": rows_sorted}  # rows last: easier to read
-        write_json_atomic(out, doc)
+        write_results(out, doc, started)
     return doc
 
 
@@ -284,8 +285,7 @@ def run_table1(cfg: TrainConfig = TRAIN, opts: Table1Options | None = None, spec
                              "valid": r3(ev["mix"]["0.5"]["valid"]), "test": r3(ev["mix"]["0.5"]["test"]),
                              "paper": dict(zip(("valid", "test"), PAPER[even][1:] if full_brown else (None, None))),
                              **stamp}
-        doc.update(command=stamp["command"], commit=stamp["commit"], updated=stamp["date"])
-        doc = merge_write(out, doc, (row, even))
+        doc = merge_write(out, doc, (row, even), started)
         if not quiet:
             print(f"   {row}: valid {ev['valid']:.1f}, test {ev['test']:.1f}; {even} (mix 0.5): "
                   f"test {ev['mix']['0.5']['test']:.1f}; written to {out}", flush=True)

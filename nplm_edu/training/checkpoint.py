@@ -54,6 +54,18 @@ class TrainState:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"unknown state fields {sorted(unknown)}")
+        kinds = {"int": (int,), "float": (int, float), "dict": (dict,), "list": (list,), "bool": (bool,),
+                 "None": (type(None),)}
+        for f in fields(cls):  # JSON of the right types, else a resumed run would fail deep inside
+            if f.name in d:
+                v, allowed = d[f.name], sum((kinds[t.strip()] for t in str(f.type).split("|")), ())
+                if not isinstance(v, allowed) or (isinstance(v, bool) and bool not in allowed):
+                    raise ValueError(f"state field {f.name!r} is {v!r}, not {f.type}")
+        if not all(isinstance(e, dict) for e in d.get("history", [])):
+            raise ValueError("state field 'history' is not a list of epochs")
+        for name in ("rng_state", "drop_state"):
+            if d.get(name) is not None:
+                np.random.PCG64().state = d[name]  # ValueError or TypeError unless a generator's state
         return cls(**d)
 
 

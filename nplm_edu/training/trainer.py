@@ -273,12 +273,12 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                     "state": asdict(state)}
             save_checkpoint(ckpt, params, meta, best, backend.extra_arrays())
 
-    def diverged(what: str):
+    def diverged(what: str, at: str | None = None, detail: str = ""):
         bar.close()
         write_history()
         where = (f" (the last good checkpoint is kept in {ckpt})" if ckpt is not None and ckpt.exists()
                  else " (no checkpoint was written yet)" if ckpt is not None else "")
-        return TrainingDiverged(f"{what} at update {state.step} of epoch {state.epoch + 1}{where}; "
+        return TrainingDiverged(f"{what} at {at or f'update {state.step}'} of epoch {state.epoch + 1}{detail}{where}; "
                                 "try a smaller learning rate")
 
     K = config.batch
@@ -296,7 +296,12 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             if hasattr(backend, "run_epoch"):  # the whole epoch at once (hogwild's worker processes)
                 left = None if config.max_updates is None else config.max_updates - state.step
                 order = order if left is None else order[:max(0, left) * K]
-                loss, updates = backend.run_epoch(order, state, config)
+                try:
+                    loss, updates = backend.run_epoch(order, state, config)
+                except TrainingDiverged as e:  # said by the backend (hogwild: which worker, about which update)
+                    if not hasattr(e, "report"):
+                        raise
+                    raise diverged(*e.report) from None
                 if exploded(loss, V):
                     raise diverged(f"the training loss became {loss}")
                 state.step += updates

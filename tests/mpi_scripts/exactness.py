@@ -1,7 +1,7 @@
 """Run under mpiexec -n M: output-block SGD (section 3.2) vs the serial trainer, float64.
 
 Every rank builds the same NPLM (same seed) and trains N updates on the same example order with
-OutputBlockSGD; rank 0 also runs the serial trainer (NPLM.loss_and_grads + train.sgd_step) and
+OutputBlockSGD; rank 0 also runs the serial rule (NPLM.loss_and_grads + optim.sgd_step) and
 compares the gathered parameters to 1e-6 relative. Prints one line per case; exit status 1 on any
 mismatch. Usage: exactness.py [N_UPDATES]
 """
@@ -9,9 +9,9 @@ import sys
 
 import numpy as np
 
-from nplm_edu.model import NPLM, NPLMConfig
-from nplm_edu.parallel.output_block import OutputBlockSGD, abort_on_error, world
-from nplm_edu.train import sgd_step
+from nplm_edu.models.nplm import NPLM, NPLMConfig
+from nplm_edu.training.optim import sgd_step
+from nplm_edu.training.parallel.output_block import OutputBlockSGD, abort_on_error, world
 
 LR, R, WD = 0.05, 1e-3, 1e-3  # large enough that N updates move every parameter visibly
 CASES = [  # |V|, n, m, h, direct, K

@@ -10,8 +10,8 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from nplm_edu.model import NPLM, NPLMConfig
-from nplm_edu.parallel.output_block import OutputBlockSGD, abort_on_error, world
+from nplm_edu.models.nplm import NPLM, NPLMConfig
+from nplm_edu.training.parallel.output_block import OutputBlockSGD, abort_on_error, world
 
 MESSAGE = "rank 1 failed on purpose at update 3"
 

@@ -47,6 +47,9 @@ class HogwildDiverged(TrainingDiverged):
 
     def __init__(self, loss: float, update: int, worker: int, workers: int):
         self.loss, self.update, self.worker, self.workers = loss, update, worker, workers
+        # (what, at, detail) for the trainer's message, which adds the epoch and the checkpoint kept
+        self.report = (f"the training loss became {loss}", f"about update {update}",
+                       f" (hogwild worker {worker + 1} of {workers})")
         super().__init__(f"the training loss became {loss} at about update {update} (hogwild worker {worker + 1} "
                          f"of {workers}); try a smaller learning rate")
 

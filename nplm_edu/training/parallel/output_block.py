@@ -284,20 +284,26 @@ def world():
 
 @contextmanager
 def abort_on_error(comm):
-    """If this rank raises, print its traceback to stderr and MPI_Abort the whole job, so the other
-    ranks (blocked in a collective) do not hang. A no-op when comm is None."""
+    """If this rank raises, say so once on stderr and MPI_Abort the whole job, so the other ranks
+    (blocked in a collective) do not hang. Bad input (UserError) and Ctrl-C are one line; anything
+    else is the failing rank's traceback. When several ranks fail at once, the lowest speaks first
+    and its Abort ends the others. A no-op when comm is None."""
     try:
         yield
     except BaseException as exc:  # noqa: BLE001 -- any error on one rank must end every rank
         if comm is None or isinstance(exc, SystemExit) and not exc.code:
             raise
         rank = comm.Get_rank()
-        # one write, the error first: mpiexec forwards it before the abort tears the job down
-        msg = f"[rank {rank}] {type(exc).__name__}: {exc}\n" + traceback.format_exc()
+        if isinstance(exc, UserError):
+            msg, code = f"error: {exc}\n", 2
+        elif isinstance(exc, KeyboardInterrupt):
+            msg, code = "interrupted (the last checkpoint is the end of the last finished epoch)\n", 130
+        else:
+            msg, code = f"[rank {rank}] {type(exc).__name__}: {exc}\n" + traceback.format_exc(), 1
+        time.sleep(0.3 * rank)  # the lowest failing rank first: its Abort ends the job before the others speak
         sys.stderr.flush()
-        os.write(2, msg.encode(errors="replace"))
-        time.sleep(0.5)  # let mpiexec's proxy forward stderr before the job is killed
-        code = 2 if isinstance(exc, UserError) else 1
+        os.write(2, msg.encode(errors="replace"))  # one write: mpiexec forwards it before the job is torn down
+        time.sleep(0.5)
         comm.Abort(code)
         os._exit(code)  # Abort may return on a rank the job is already tearing down: never carry on
 

@@ -1,7 +1,7 @@
-"""Beyond the paper (nplm_edu.modern): dropout gradients against NPLM's and finite differences, Adam
-against a hand-computed step, determinism, resume == uninterrupted, and ``reproduce beyond --quick``."""
+"""Beyond the paper (nplm_edu.training.optim, through the one trainer): dropout gradients against finite
+differences, tied embeddings, Adam against a hand-computed step, determinism, resume == uninterrupted,
+the SGD rule the same on the fused and the reference path, and ``reproduce beyond --quick``."""
 
-import argparse
 import json
 import math
 import os
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from nplm_edu.errors import UserError
-from nplm_edu.gradcheck import gradcheck
-from nplm_edu.model import NPLM, NPLMConfig
-from nplm_edu.modern import (Adam, MaskedLoss, ModernConfig, dropout_mask, loss_and_grads, tie, tied_grads,
-                             train_modern)
-from nplm_edu.reproduce import add_cli
+from nplm_edu.models.gradcheck import gradcheck
+from nplm_edu.models.nplm import NPLM, NPLMConfig
+from nplm_edu.training.optim import Adam, dropout_mask
+from nplm_edu.training.trainer import TrainConfig, train
+from test_reproduce import run, run_parser  # `reproduce` in this process
 from test_train import data  # the same small structured corpus as the SGD trainer's tests
 
 CONFIGS = [dict(h=5, direct=True), dict(h=5, direct=False), dict(h=0, direct=True)]
@@ -37,14 +37,27 @@ def batch(K=7, seed=1):
     return c, rng.integers(0, 11, K)
 
 
+class Masked:
+    """A model whose loss_and_grads(contexts, targets) uses fixed dropout masks, for gradcheck."""
+
+    def __init__(self, model, mask_x=None, mask_a=None):
+        self.model, self.params, self.masks = model, model.params, (mask_x, mask_a)
+
+    def loss_and_grads(self, contexts, targets):
+        return self.model.loss_and_grads(contexts, targets, *self.masks)
+
+
 @pytest.mark.parametrize("kw", CONFIGS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_no_dropout_gives_exactly_nplm_gradients(kw, dtype):
+def test_no_dropout_gives_exactly_the_plain_gradients(kw, dtype):
+    """Dropout with p = 0 draws no mask, and masks of ones leave the loss and gradients bit for bit alone."""
     model = make(dtype=dtype, **kw)
     c, t = batch()
+    rng = np.random.default_rng(0)
+    assert dropout_mask(rng, (7, 9), 0.0, np.dtype(dtype)) is None
     loss, grads = model.loss_and_grads(c, t)
-    grads = {k: v.copy() for k, v in grads.items()}
-    loss2, grads2 = loss_and_grads(model, c, t)
+    ones = np.ones((7, 9), dtype), np.ones((7, kw["h"]), dtype)
+    loss2, grads2 = model.loss_and_grads(c, t, *ones)
     assert loss2 == loss and list(grads2) == list(model.params)
     for k in grads:
         assert grads2[k].shape == model.params[k].shape and np.array_equal(grads2[k], grads[k]), k
@@ -58,30 +71,24 @@ def test_gradient_check_with_a_fixed_dropout_mask(kw):
     mx = dropout_mask(rng, (7, 9), 0.4, np.float64)
     ma = dropout_mask(rng, (7, kw["h"]), 0.5, np.float64)
     assert set(np.unique(mx)) <= {0.0, 1 / 0.6} and (mx == 0).any()
-    errors = gradcheck(MaskedLoss(model, mx, ma), c, t)
+    errors = gradcheck(Masked(model, mx, ma), c, t)
     assert max(errors.values()) < 1e-6, errors
     # the masks matter: the dropped network's loss differs from the plain one
-    assert loss_and_grads(model, c, t, mx, ma)[0] != model.loss_and_grads(c, t)[0]
+    assert model.loss_and_grads(c, t, mx, ma)[0] != model.loss_and_grads(c, t)[0]
 
 
 def test_tied_embeddings_gradient_check():
     model = NPLM(NPLMConfig(V=11, n=4, m=5, h=5, direct=False, dtype="float64", seed=0))
-    tie(model)
+    model.tie()
     assert model.params["U"] is model.params["C"]
     c, t = batch()
     rng = np.random.default_rng(2)
     masks = dropout_mask(rng, (7, 15), 0.3, np.float64), dropout_mask(rng, (7, 5), 0.5, np.float64)
-
-    class Tied(MaskedLoss):  # perturbing C moves U too: the numerical gradient is dL/dC + dL/dU
-        def loss_and_grads(self, contexts, targets):
-            loss, g = super().loss_and_grads(contexts, targets)
-            g = tied_grads(g)
-            return loss, dict(g, U=g["C"])
-
-    errors = gradcheck(Tied(model, *masks), c, t)
-    assert max(errors.values()) < 1e-6, errors
+    # perturbing C moves U too: the numerical gradient is dL/dC + dL/dU, the tied model's gradient "C"
+    errors = gradcheck(Masked(model, *masks), c, t)
+    assert "U" not in errors and max(errors.values()) < 1e-6, errors
     with pytest.raises(UserError, match="need h = m"):
-        tie(NPLM(NPLMConfig(V=11, n=4, m=3, h=5, direct=False)))
+        NPLM(NPLMConfig(V=11, n=4, m=3, h=5, direct=False)).tie()
 
 
 def test_adam_one_step_by_hand():
@@ -108,9 +115,11 @@ def test_adam_one_step_by_hand():
 
 
 def fit(epochs, out=None, resume=False, **kw):
+    """Adam with dropout on x and a, lr decaying per epoch (beyond.json's Adam trials, smaller)."""
     model = NPLM(NPLMConfig(V=20, n=3, m=4, h=8, direct=False, seed=1))
-    cfg = ModernConfig(epochs=epochs, batch=32, lr=0.01, lr_decay=0.8, weight_decay=0.01, patience=epochs, **kw)
-    return model, train_modern(model, data(), cfg, out_dir=out, resume=resume, quiet=True)
+    cfg = TrainConfig(**{**dict(epochs=epochs, batch=32, lr=0.01, decay_rate=0.0, lr_decay=0.8, weight_decay=0.01,
+                                patience=epochs, optimizer="adam", dropout_x=0.2, dropout_a=0.3), **kw})
+    return model, train(model, data(), cfg, out_dir=out, resume=resume, quiet=True)
 
 
 def test_training_learns_and_is_deterministic():
@@ -145,37 +154,37 @@ def test_resume_after_ctrl_c_mid_epoch_equals_uninterrupted(tmp_path, monkeypatc
         assert np.array_equal(full.params[k], resumed.params[k]), k
     assert hres["epochs"] == [dict(e, seconds=r["seconds"]) for e, r in zip(hfull["epochs"], hres["epochs"])]
     with np.load(tmp_path / "cut" / "checkpoint.npz", allow_pickle=False) as z:
-        assert "param/adam_m/U" in z.files and "best/U" in z.files
+        assert "adam_m/U" in z.files and "adam_v/U" in z.files and "best/U" in z.files
     with pytest.raises(UserError, match="cannot resume with dropout_a"):
         fit(3, tmp_path / "cut", resume=True, dropout_a=0.5)
 
 
-def test_sgd_without_dropout_is_the_papers_trainer():
-    from nplm_edu.train import TrainConfig, train
+@pytest.mark.parametrize("direct", [True, False])
+def test_sgd_is_the_same_rule_on_the_fused_and_the_reference_path(direct):
+    """The paper's SGD without dropout runs the fused sgd_update (FusedNPLM); dropout, Adam and tied U
+    go through loss_and_grads + sgd_step (the reference NPLM has no sgd_update, so it always does):
+    the same schedule (r and a per-epoch decay), order and rule, so the same run up to rounding."""
+    from nplm_edu.numerics.fused import FusedNPLM
 
-    a = NPLM(NPLMConfig(V=20, n=3, m=4, h=8, direct=False, seed=1))
-    train_modern(a, data(), ModernConfig(epochs=2, batch=32, lr=0.5, lr_decay=1.0, weight_decay=1e-3, dropout_x=0,
-                                         dropout_a=0, optimizer="sgd", patience=2), quiet=True)
-    b = NPLM(NPLMConfig(V=20, n=3, m=4, h=8, direct=False, seed=1))
-    train(b, data(), TrainConfig(epochs=2, batch=32, lr=0.5, decay_rate=0, weight_decay=1e-3, patience=2), quiet=True)
-    for k in a.params:
-        assert np.array_equal(a.params[k], b.params[k]), k
-
-
-def run(argv):
-    parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    cfg = TrainConfig(epochs=2, batch=32, lr=0.5, decay_rate=1e-3, lr_decay=0.8, weight_decay=1e-3, patience=2)
+    net = NPLMConfig(V=20, n=3, m=4, h=8, direct=direct, dtype="float64", seed=1)
+    fused, ref = FusedNPLM(net), NPLM(net)
+    hf, hr = train(fused, data(), cfg, quiet=True), train(ref, data(), cfg, quiet=True)
+    for k in ref.params:
+        np.testing.assert_allclose(fused.params[k], ref.params[k], rtol=1e-10, atol=1e-13, err_msg=k)
+    assert [e["valid_ppl"] for e in hf["epochs"]] == pytest.approx([e["valid_ppl"] for e in hr["epochs"]], rel=1e-10)
+    assert [e["lr"] for e in hf["epochs"]] == [e["lr"] for e in hr["epochs"]]
+    assert np.abs(ref.params["U"] - NPLM(net).params["U"]).max() > 1e-3  # the runs did move the parameters
 
 
 TINY = ["reproduce", "beyond", "--corpus", "synthetic", "--synthetic-tokens", "8000", "--quick", "--quiet",
         "--h", "16", "--m", "8", "--lr", "0.01"]
+DROPOUT = ["--dropout-x", "0.25", "--dropout-a", "0.25"]
 
 
 def test_reproduce_beyond_quick(tmp_path):
     out = tmp_path / "b.json"
-    assert run([*TINY, "--out", str(out), "--runs-dir", str(tmp_path / "runs"), "--dropout", "0.25",
+    assert run([*TINY, "--out", str(out), "--runs-dir", str(tmp_path / "runs"), *DROPOUT,
                 "--optimizer", "adam"]) == 0
     doc = json.loads(out.read_text())
     for key in ("model", "training", "history", "train", "valid", "test", "mixtures", "mix_weight_em", "trigram",
@@ -203,14 +212,14 @@ def test_reproduce_beyond_quick(tmp_path):
     # the description is made from the settings, not written once for all runs
     assert "Adam" in doc["what"] and "dropout 0.25 on x and 0.25 on a" in doc["what"] and "h = 16" in doc["what"]
     # the same command again: resumes from the finished checkpoint, trains nothing more, same numbers
-    assert run([*TINY, "--out", str(out), "--runs-dir", str(tmp_path / "runs"), "--dropout", "0.25",
+    assert run([*TINY, "--out", str(out), "--runs-dir", str(tmp_path / "runs"), *DROPOUT,
                 "--optimizer", "adam"]) == 0
     doc2 = json.loads(out.read_text())
     assert doc2["resumed"] and doc2["history"] == doc["history"]
     assert (doc2["train"], doc2["valid"], doc2["test"]) == (doc["train"], doc["valid"], doc["test"])
 
 
-@pytest.mark.parametrize("opt, says", [(["--dropout", "1"], "--dropout must lie in [0, 1)"),
+@pytest.mark.parametrize("opt, says", [(["--dropout-x", "1"], "dropout-x must lie in [0, 1)"),
                                        (["--h", "0"], "--h must be at least 1"),
                                        (["--lr", "-1"], "lr must be a finite number"),
                                        (["--beta2", "1"], "beta2 must lie in [0, 1)")])
@@ -224,8 +233,6 @@ def test_reproduce_beyond_bad_options(tmp_path, capsys, opt, says):
 
 
 def test_table1_keeps_its_own_defaults():
-    parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["reproduce", "table1"])
+    args = run_parser().parse_args(["reproduce", "table1"])
     assert (args.lr, args.batch, args.weight_decay) == (1.0, 128, 1e-4) and isinstance(args.batch, int)
     assert json.dumps([args.lr, args.batch]) == "[1.0, 128]"
