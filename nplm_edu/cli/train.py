@@ -7,9 +7,12 @@ runs the one trainer (:func:`nplm_edu.training.trainer.train`): same checkpoints
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..errors import UserError
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
+from ..training.checkpoint import load_checkpoint
 from ..training.trainer import TrainConfig, train
 from .corpus import add_corpus_args, corpus_from_args
 from .options import add_options, from_options
@@ -46,6 +49,8 @@ def _handler(args) -> int:
         comm = world()
     rank = 0 if comm is None else comm.Get_rank()
     quiet = args.quiet or rank != 0  # one rank speaks
+    if args.resume:  # a missing or unreadable checkpoint is bad input: found here, said once (by rank 0 under MPI)
+        load_checkpoint(Path(args.out) / "checkpoint.npz")
     corpus = corpus_from_args(args)
     net.V = corpus.V
     model = FusedNPLM(net)

@@ -300,7 +300,8 @@ def abort_on_error(comm):
             msg, code = "interrupted (the last checkpoint is the end of the last finished epoch)\n", 130
         else:
             msg, code = f"[rank {rank}] {type(exc).__name__}: {exc}\n" + traceback.format_exc(), 1
-        time.sleep(0.3 * rank)  # the lowest failing rank first: its Abort ends the job before the others speak
+        if rank:
+            time.sleep(1.0 + 0.3 * rank)  # rank 0 speaks first; its Abort ends the job before the others do
         sys.stderr.flush()
         os.write(2, msg.encode(errors="replace"))  # one write: mpiexec forwards it before the job is torn down
         time.sleep(0.5)
