@@ -15,15 +15,16 @@ import platform
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
+from ..data.files import atomic_write
 from ..errors import UserError
 from ..numerics.blas import blas_info
+from ..training.checkpoint import check_writable
 
 RESULTS = Path("data/results")
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -79,21 +80,8 @@ def provenance(started: float, command: str | None = None) -> dict:
 
 
 def write_json_atomic(path, doc) -> Path:
-    """Write ``doc`` as JSON to ``path``: temporary file, fsync, rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(doc, indent=1) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    """Write ``doc`` as JSON to ``path`` atomically (:func:`nplm_edu.data.files.atomic_write`)."""
+    return atomic_write(path, lambda f: f.write(json.dumps(doc, indent=1) + "\n"), binary=False)
 
 
 def write_results(path, doc: dict, started: float, command: str | None = None) -> Path:
@@ -104,15 +92,9 @@ def write_results(path, doc: dict, started: float, command: str | None = None) -
 def check_output_path(path) -> Path:
     """Fail now, not after hours of training, if a results file cannot be written at ``path``."""
     path = Path(path)
-    if path.exists() and path.is_dir():
+    if path.is_dir():
         raise UserError(f"{path} is a folder: --out takes a file path")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".write-test.")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+    check_writable(path.parent)
     return path
 
 

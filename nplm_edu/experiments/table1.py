@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, replace
@@ -54,6 +53,7 @@ import numpy as np
 
 from ..analysis.evaluation import evaluate_row, fit_trigram, r3
 from ..data.corpus import Corpus, CorpusSpec
+from ..data.files import atomic_write
 from ..errors import UserError
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
@@ -320,12 +320,10 @@ def save_features(doc: dict, runs: Path, corpus, path: Path, quiet: bool = False
             if str(old["row"]) == row and str(old["finished"]) == str(entry.get("date", entry.get("finished"))):
                 return path  # up to date
     model = model_from_checkpoint(runs / row / "checkpoint.npz")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, C=model.params["C"].astype(np.float16), row=row, valid=entry["valid"],
-                        test=entry["test"], finished=str(entry.get("date", entry.get("finished"))), V=corpus.V,
-                        vocab_sha=vocab_fingerprint(corpus.vocab), corpus=corpus.name)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: np.savez_compressed(
+        f, C=model.params["C"].astype(np.float16), row=row, valid=entry["valid"], test=entry["test"],
+        finished=str(entry.get("date", entry.get("finished"))), V=corpus.V, vocab_sha=vocab_fingerprint(corpus.vocab),
+        corpus=corpus.name))
     if not quiet:
         print(f"word features of {row} (valid {entry['valid']:.1f}) written to {path}", flush=True)
     return path

@@ -30,6 +30,19 @@ def segment_sum(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 # --------------------------------------------------------------------------- fused GEMM update
+def _openblas_libraries():
+    """(path, ctypes library) of each OpenBLAS shipped inside numpy's wheel (numpy.libs), in name order."""
+    import ctypes
+    import glob
+
+    libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
+        try:
+            yield path, ctypes.CDLL(path)
+        except OSError:
+            continue
+
+
 def _find_gemm():
     """numpy's own BLAS (OpenBLAS in the PyPI wheels) through ctypes, for C <- beta C + alpha A^T B.
 
@@ -37,14 +50,8 @@ def _find_gemm():
     of [U W] read and write that (|V|, h + (n-1)m) array once instead of three times. Returns
     {dtype: function} or {} when the library is not found (then numpy is used: same result)."""
     import ctypes
-    import glob
 
-    libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
+    for path, lib in _openblas_libraries():
         found = {}
         for prefix, suffix, intt in (("scipy_cblas_", "64_", ctypes.c_int64), ("scipy_cblas_", "", ctypes.c_int),
                                      ("cblas_", "", ctypes.c_int64 if "64" in os.path.basename(path) else ctypes.c_int)):
@@ -150,14 +157,8 @@ def blas_info() -> dict:
         pass
     threads = None
     import ctypes
-    import glob
 
-    libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
+    for _, lib in _openblas_libraries():
         for fn in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads"):
             f = getattr(lib, fn, None)
             if f is not None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.files import atomic_write
 from ..errors import UserError
 
 FORMAT = "nplm-edu-checkpoint-2"
@@ -117,17 +118,7 @@ def save_checkpoint(path, params: dict, meta: dict, best: dict | None = None, ex
     arrays.update({f"best/{k}": v for k, v in (best or {}).items()})
     arrays.update(extra or {})
     arrays["meta"] = np.array(json.dumps(dict(meta, format=FORMAT)))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 REQUIRED_META = {"kind": str, "model": dict, "train": dict, "state": dict}

@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..data.files import atomic_write
 from ..errors import UserError, check_seed
 from .checkpoint import (TrainingDiverged, TrainState, check_writable, data_fingerprint, load_checkpoint,
                          remove_stale_temporaries, save_checkpoint, set_params)
+from .guards import Interrupt, exploded, safe_exp
 from .optim import Adam, dropout_mask, learning_rate, sgd_step
 
-__all__ = ["TrainConfig", "TrainingDiverged", "SerialBackend", "train", "training_windows", "epoch_order"]
+__all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "train", "training_windows", "epoch_order"]
 
 
 @dataclass
@@ -115,23 +115,49 @@ def training_windows(data, n: int, config: TrainConfig):
     return tr_ctx, tr_tgt, valid, per_epoch
 
 
-def safe_exp(x: float) -> float:
-    """exp(x), or inf where math.exp would raise OverflowError."""
-    return math.exp(x) if x < 700 else math.inf
+# --------------------------------------------------------------------------- backends
+class ModelBackend:
+    """What every backend shares when the process holds the whole model: evaluation with it, its
+    parameters for checkpoints, no optimizer state, no random state of its own. A backend adds
+    ``update(contexts, targets, lr) -> loss`` (one minibatch) or ``run_epoch(order, state, config)``."""
+
+    writer = True  # this process writes the checkpoint and history
+    interruptible = True  # Ctrl-C / SIGTERM and timed checkpoints inside an epoch
+
+    def __init__(self, model):
+        self.model = model
+
+    def perplexity(self, contexts, targets) -> float:
+        return self.model.perplexity(contexts, targets, batch=1024)
+
+    def params(self) -> dict:
+        return self.model.params
+
+    def load(self, params: dict) -> None:
+        set_params(self.model, params)
+
+    def extra_arrays(self) -> dict:
+        return {}
+
+    def load_extra(self, arrays: dict, state: TrainState) -> None:
+        pass
+
+    def save_rng(self, state: TrainState) -> None:
+        pass
+
+    def epoch_extra(self) -> dict:
+        return {}
 
 
-# --------------------------------------------------------------------------- the serial backend
-class SerialBackend:
+class SerialBackend(ModelBackend):
     """One process: the model's own forward/backward and the optimizer of ``config``.
 
     The paper's SGD without dropout uses the model's fused ``sgd_update`` when it has one (the
     gradient of [U W] is never stored); otherwise ``loss_and_grads`` and :func:`sgd_step` or Adam."""
 
-    writer = True  # this process writes the checkpoint and history
-    interruptible = True  # Ctrl-C / SIGTERM and timed checkpoints inside an epoch
-
     def __init__(self, model, config: TrainConfig):
-        self.model, self.config = model, config
+        super().__init__(model)
+        self.config = config
         if config.tie and not model.tied:
             model.tie()
         self.trained = {k: p for k, p in model.params.items() if not (model.tied and k == "U")}
@@ -158,15 +184,6 @@ class SerialBackend:
             self.adam.step(m.params, grads, lr)
         return loss
 
-    def perplexity(self, contexts, targets) -> float:
-        return self.model.perplexity(contexts, targets, batch=1024)
-
-    def params(self) -> dict:
-        return self.model.params
-
-    def load(self, params: dict) -> None:
-        set_params(self.model, params)
-
     def extra_arrays(self) -> dict:
         return self.adam.arrays() if self.adam is not None else {}
 
@@ -181,36 +198,6 @@ class SerialBackend:
 
     def save_rng(self, state: TrainState) -> None:
         state.drop_state = self.drop_rng.bit_generator.state
-
-
-class _Interrupt:
-    """Turn Ctrl-C and SIGTERM into a flag checked between updates, so the state saved is never half-updated."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self, enabled: bool = True):
-        self.flag, self.enabled, self.old = False, enabled, {}
-
-    def __enter__(self):
-        if self.enabled:
-            for sig in self.SIGNALS:
-                try:
-                    self.old[sig] = signal.signal(sig, self._handler)
-                except ValueError:  # not in the main thread
-                    pass
-        return self
-
-    def _handler(self, signum, frame):
-        self.flag = True
-
-    def __exit__(self, *exc):
-        for sig, old in self.old.items():
-            signal.signal(sig, old)
-
-
-def exploded(loss: float, V: int) -> bool:
-    """A training loss that is not finite, or far above the uniform model's log |V|: diverging."""
-    return not math.isfinite(loss) or loss > 10 * math.log(V) + 10
 
 
 # --------------------------------------------------------------------------- the loop
@@ -261,9 +248,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
 
     def write_history():
         if out is not None:
-            tmp = out / "history.json.tmp"
-            tmp.write_text(json.dumps(history, indent=1))
-            os.replace(tmp, out / "history.json")
+            atomic_write(out / "history.json", lambda f: f.write(json.dumps(history, indent=1)), binary=False)
 
     def checkpoint():
         params = backend.params()  # collective for the output-block backend: every rank calls it
@@ -285,7 +270,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     n_batches = -(-per_epoch // K)
     last_save = time.monotonic()
     limit_hit = False
-    with _Interrupt(backend.interruptible) as stop, np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    with Interrupt(backend.interruptible) as stop, np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         while state.epoch < config.epochs and not state.done and not limit_hit:
             rng.bit_generator.state = state.rng_state  # the order of this epoch, also after resume
             order = epoch_order(N, rng)[:per_epoch]
@@ -360,7 +345,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                     state.bad_epochs += 1
                     state.done = state.bad_epochs >= config.patience
             entry["seconds"] = time.monotonic() - t_epoch
-            entry.update(getattr(backend, "epoch_extra", lambda: {})())
+            entry.update(backend.epoch_extra())
             state.history.append(entry)
             if not quiet and backend.writer:
                 v = f"  valid ppl {entry['valid_ppl']:8.2f}" if "valid_ppl" in entry else ""

@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import UserError
 from ..checkpoint import TrainingDiverged, set_params
+from ..trainer import ModelBackend
 from .output_block import OutputBlockSGD, epoch_batches
 
 
@@ -137,12 +138,11 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
     return HogwildResult(trainer.gather(), workers, locked, examples, updates, seconds, train_nll)
 
 
-class HogwildBackend:
+class HogwildBackend(ModelBackend):
     """Hogwild as a backend of :func:`nplm_edu.training.trainer.train`: each epoch's examples (the
     serial trainer's order) are split over P forked workers sharing the parameters. Updates are
     asynchronous, so runs are not bit-reproducible; checkpoints are written after every epoch only."""
 
-    writer = True
     interruptible = False
 
     def __init__(self, model, config, windows, workers: int = 2, locked: bool = False):
@@ -150,7 +150,8 @@ class HogwildBackend:
             raise UserError("--parallel hogwild trains with the paper's SGD only (no Adam, dropout or tied U)")
         if workers < 1:
             raise UserError(f"workers must be at least 1, got {workers}")
-        self.model, self.config, self.windows, self.workers, self.locked = model, config, windows, workers, locked
+        super().__init__(model)
+        self.config, self.windows, self.workers, self.locked = config, windows, workers, locked
         self._extra = {}
 
     def run_epoch(self, order, state, config) -> tuple[float, int]:
@@ -162,27 +163,6 @@ class HogwildBackend:
         set_params(self.model, res.params)
         self._extra = {"updates_per_s": res.updates_per_s}
         return res.train_nll, res.updates
-
-    def update(self, contexts, targets, lr):  # pragma: no cover - the trainer calls run_epoch
-        raise NotImplementedError
-
-    def perplexity(self, contexts, targets) -> float:
-        return self.model.perplexity(contexts, targets, batch=1024)
-
-    def params(self) -> dict:
-        return self.model.params
-
-    def load(self, params: dict) -> None:
-        set_params(self.model, params)
-
-    def extra_arrays(self) -> dict:
-        return {}
-
-    def load_extra(self, arrays: dict, state) -> None:
-        pass
-
-    def save_rng(self, state) -> None:
-        pass
 
     def epoch_extra(self) -> dict:
         return self._extra

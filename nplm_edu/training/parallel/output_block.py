@@ -45,6 +45,7 @@ from ...numerics.blas import gemm_update, segment_sum
 from ...numerics.fused import features, features_backward, nll_grad_inplace, softmax_inplace
 from ..checkpoint import set_params
 from ..optim import learning_rate
+from ..trainer import ModelBackend
 
 
 def block_range(V: int, M: int, i: int) -> tuple[int, int]:
@@ -309,7 +310,7 @@ def abort_on_error(comm):
         os._exit(code)  # Abort may return on a rank the job is already tearing down: never carry on
 
 
-class OutputBlockBackend:
+class OutputBlockBackend(ModelBackend):
     """The output-block algorithm as a backend of :func:`nplm_edu.training.trainer.train`: every rank
     runs the same loop (same order, same learning rates); rank 0 writes the history and checkpoints.
 
@@ -322,7 +323,8 @@ class OutputBlockBackend:
     def __init__(self, model, config, comm=None):
         if config.optimizer != "sgd" or config.dropout_x or config.dropout_a or config.tie:
             raise UserError("--parallel output-block trains with the paper's SGD only (no Adam, dropout or tied U)")
-        self.model, self.config, self.comm = model, config, comm
+        super().__init__(model)
+        self.config, self.comm = config, comm
         self._build(model.params)
         self.writer = self.sgd.rank == 0
 
@@ -348,14 +350,8 @@ class OutputBlockBackend:
         self._build(self.model.params)
         self.sgd.t = t
 
-    def extra_arrays(self) -> dict:
-        return {}
-
     def load_extra(self, arrays: dict, state) -> None:
         self.sgd.t = state.step
-
-    def save_rng(self, state) -> None:
-        pass
 
     def epoch_extra(self) -> dict:
         """Seconds in Allreduce and in the rest of the updates since the last call (per epoch)."""
