@@ -238,7 +238,6 @@ def run_table1(cfg: TrainConfig = TRAIN, opts: Table1Options | None = None, spec
             raise UserError(f"{out} was made with other settings ({_diff(doc.get('settings'), _table_part(s))}): "
                             f"pass --force to start the table again, or another --out")
         doc = None
-    tokens = s["corpus"]["tokens"]
     full_brown = not opts.quick and is_full_brown(corpus, spec.min_count)  # the paper's setting
     doc = doc or {"rows": {}}
     doc.update(settings=_table_part(s), corpus=corpus.name, V=corpus.V, tokens=s["corpus"]["tokens"],

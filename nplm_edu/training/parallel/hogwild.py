@@ -17,7 +17,6 @@ import math
 import multiprocessing as mp
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from multiprocessing import shared_memory
 
 import numpy as np
