@@ -283,3 +283,89 @@ def test_cli_hogwild_divergence_is_one_clear_error(tmp_path):
                         r"worker [12] of 2\) \(no checkpoint was written yet\); try a smaller learning rate", last), last
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "run" / "checkpoint.npz").exists()
+
+
+# --------------------------------------------------------------------------- hogwild under faults
+def _children(pid: int) -> list[int]:
+    """The forked workers of ``pid``: its children running its own command line (not, e.g., the
+    multiprocessing resource tracker), from /proc."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and _cmdline(int(d)) == cmdline:
+                out.append(int(d))
+    return out
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+
+
+LONG_HOGWILD = ["train", "--corpus", "synthetic", "--synthetic-tokens", "400000", "--n", "3", "--h", "8", "--m", "6",
+                "--epochs", "50", "--batch", "1", "--lr", "0.05", "--quiet", "--parallel", "hogwild", "--workers", "2"]
+
+
+def _start_hogwild(tmp_path):
+    proc = subprocess.Popen([sys.executable, *_train_cli(), *LONG_HOGWILD, "--out", str(tmp_path / "run")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = [w for w in _children(proc.pid) if _alive(w)]
+    assert len(workers) >= 2, "the workers did not start"
+    time.sleep(0.3)
+    return proc, workers
+
+
+def test_hogwild_killed_worker_ends_the_run_at_once_in_one_line(tmp_path):
+    """kill -9 of one worker: the others are stopped at once (not when their slices end), one line, exit 2."""
+    proc, workers = _start_hogwild(tmp_path)
+    t0 = time.monotonic()
+    os.kill(workers[0], 9)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 2, err
+    assert err.strip().splitlines() == [err.strip()] and err.startswith("error: a hogwild worker failed"), err
+    assert "SIGKILL" in err and "Traceback" not in err
+    assert not any(_alive(w) for w in workers)
+
+
+def test_hogwild_parent_killed_leaves_no_orphan(tmp_path):
+    proc, workers = _start_hogwild(tmp_path)
+    os.kill(proc.pid, 9)
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers), "orphaned hogwild workers are still running"
+
+
+def test_hogwild_ctrl_c_is_one_line(tmp_path):
+    import signal
+
+    proc, workers = _start_hogwild(tmp_path)
+    for pid in [proc.pid, *workers]:  # a terminal's Ctrl-C reaches the parent and every worker
+        os.kill(pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["interrupted"], err
+    assert not any(_alive(w) for w in workers)

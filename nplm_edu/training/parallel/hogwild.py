@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
+import os
+import signal
 import time
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -54,9 +56,30 @@ class HogwildDiverged(TrainingDiverged):
                          f"of {workers}); try a smaller learning rate")
 
 
-def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0: int, errors, stop) -> None:
+class WorkerFailed(UserError):
+    """A hogwild worker process ended abnormally (killed, or an error inside it)."""
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: this process gets SIGTERM when its parent dies, so no orphan keeps running on the
+    shared parameters (the resource tracker then frees the shared memory)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: nothing to do
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0: int, errors, stop,
+            parent: int) -> None:
     """SGD over this worker's slice, writing into the shared parameters (in trainer.state). A
-    non-finite loss sets the shared ``stop`` flag, which ends every worker at its next update."""
+    non-finite loss sets the shared ``stop`` flag, which ends every worker at its next update.
+    Ctrl-C is left to the parent (one message, not one traceback per worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)
     try:
         total = 0.0
         for j, batch in enumerate(epoch_batches(idx, trainer.K)):
@@ -73,6 +96,35 @@ def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0:
     except BaseException as exc:  # noqa: BLE001 -- report to the parent, which raises
         errors.put(("error", f"worker {w}: {type(exc).__name__}: {exc}"))
         raise
+
+
+def _wait(procs, stop) -> None:
+    """Wait for the workers; as soon as one ends abnormally (killed, crashed), or on Ctrl-C, stop
+    the others at once instead of letting them finish their slices."""
+    try:
+        while any(p.exitcode is None for p in procs):
+            if any(p.exitcode not in (None, 0) for p in procs):
+                break
+            next(p for p in procs if p.exitcode is None).join(timeout=0.05)
+    except KeyboardInterrupt:
+        stop.value = 1
+        _end(procs)
+        raise
+    if any(p.exitcode not in (None, 0) for p in procs):
+        stop.value = 1
+        _end(procs)
+
+
+def _end(procs) -> None:
+    """Terminate the workers still running and reap them all."""
+    for p in procs:
+        if p.exitcode is None:
+            p.terminate()
+    for p in procs:
+        p.join(timeout=5)
+        if p.exitcode is None:
+            p.kill()
+            p.join()
 
 
 def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, workers: int = 2,
@@ -106,19 +158,21 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
             trainer.state[name] = shared
         errors = ctx.SimpleQueue()
         stop = ctx.RawValue("i", 0)  # set by a worker whose loss is not finite; read without a lock
-        procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, t0, errors, stop))
+        procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, t0, errors, stop,
+                                                   os.getpid()), daemon=True)
                  for w, s in enumerate(slices)]
         t0 = time.perf_counter()
         for p in procs:
             p.start()
-        for p in procs:
-            p.join()
+        _wait(procs, stop)
         seconds = time.perf_counter() - t0
         reports = [errors.get() for _ in range(len(procs)) if not errors.empty()]
         failed = [msg for kind, msg in reports if kind == "error"]
         if failed or any(p.exitcode != 0 for p in procs):
-            msg = failed[0] if failed else f"exit codes {[p.exitcode for p in procs]}"
-            raise RuntimeError(f"a hogwild worker failed: {msg}")
+            w, code = next(((i, p.exitcode) for i, p in enumerate(procs) if p.exitcode != 0), (None, None))
+            how = (failed[0] if failed else f"worker {w + 1} of {workers} ended with "
+                   + (f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"))
+            raise WorkerFailed(f"a hogwild worker failed: {how}; the other workers were stopped")
         diverged = sorted(v for kind, v in reports if kind == "diverged")
         if diverged:
             update, w, loss = diverged[0]  # the earliest non-finite loss
