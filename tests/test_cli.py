@@ -160,3 +160,18 @@ def test_help(cmd):
 def test_missing_subcommand_is_a_usage_error():
     p = run("corpus", check_ok=False)
     assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+def test_out_of_memory_is_one_line(monkeypatch, tmp_path, capsys):
+    """A batch too large for memory (numpy raises MemoryError while allocating) is one line, exit 2."""
+    from nplm_edu.cli import main
+    from nplm_edu.numerics.fused import FusedNPLM
+
+    def too_big(self, *a, **k):
+        raise MemoryError("Unable to allocate 57.0 GiB for an array with shape (800000, 17907)")
+
+    monkeypatch.setattr(FusedNPLM, "sgd_update", too_big)
+    rc = main(["train", "--corpus", "synthetic", "--synthetic-tokens", "3000", "--epochs", "1", "--quiet",
+               "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.strip().splitlines() == ["error: out of memory: try a smaller --batch, model or corpus"]

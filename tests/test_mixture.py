@@ -153,3 +153,22 @@ def test_mix_command(tmp_path, capsys):
     valid = corpus.windows("valid", 3)
     assert np.isclose(rep["perplexity"]["neural"]["valid"], model.perplexity(*valid))  # the best parameters
     assert "mix per bin" in capsys.readouterr().out
+
+
+def test_mix_refuses_a_checkpoint_whose_network_gives_nan(tmp_path, capsys):
+    """A checkpoint with finite but huge parameters (a diverging run) must not print nan with exit 0."""
+    from nplm_edu.cli import main
+    from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.numerics.fused import FusedNPLM
+    from nplm_edu.training.checkpoint import TrainState, save_checkpoint
+    from nplm_edu.training.trainer import TrainConfig
+
+    corpus = load_corpus("synthetic", synthetic_tokens=3000)
+    model = FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=4, h=5))
+    for p in model.params.values():
+        p[...] = 3e37  # finite, but the logits overflow to inf and the probabilities to nan
+    meta = {"kind": "nplm", "model": model.config_dict(), "train": vars(TrainConfig()), "state": vars(TrainState())}
+    save_checkpoint(tmp_path / "checkpoint.npz", model.params, meta)
+    rc = main(["mix", str(tmp_path / "checkpoint.npz"), "--corpus", "synthetic", "--synthetic-tokens", "3000"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error:") and "non-finite" in err and len(err.strip().splitlines()) == 1

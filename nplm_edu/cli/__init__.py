@@ -61,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         if speak:
             print(f"error: {e.strerror or e}{where}", file=sys.stderr)
         return 2
+    except MemoryError:
+        if speak:
+            print("error: out of memory: try a smaller --batch, model or corpus", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         if speak:
             print("interrupted", file=sys.stderr)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+
+import numpy as np
 
 from ..analysis.mixture import mixture_report
 from ..errors import UserError
@@ -19,7 +22,12 @@ def _cmd_mix(args) -> int:
         raise UserError(f"the checkpoint's model has |V| = {model.V} but corpus {args.corpus!r} has {corpus.V} words")
     tri = InterpolatedTrigram(corpus.V, verbose=False).fit(corpus.train, valid=corpus.windows("valid", 3),
                                                            iterations=args.em_iterations)
-    report = mixture_report(model, tri, corpus.windows("valid", model.order), corpus.windows("test", model.order))
+    with np.errstate(all="ignore"):
+        report = mixture_report(model, tri, corpus.windows("valid", model.order), corpus.windows("test", model.order))
+    bad = [name for name, r in report["perplexity"].items() if not all(math.isfinite(v) for v in r.values())]
+    if bad:
+        raise UserError(f"the network of {args.checkpoint} gives non-finite perplexities ({', '.join(bad)}): its "
+                        "parameters are unusable (a diverged run?)")
     print(f"{'model':14} {'valid':>9} {'test':>9}")
     for name, r in report["perplexity"].items():
         print(f"{name:14} {r['valid']:9.2f} {r['test']:9.2f}")
