@@ -14,6 +14,7 @@ from nplm_edu.errors import UserError
 from nplm_edu.ngram import (ClassNgram, InterpolatedTrigram, KneserNey, MaximumLikelihood, NgramCounts,
                             add_cli, exchange_classes, modified_kn_discounts)
 from nplm_edu.ngram.classes import class_bigram_objective
+from nplm_edu.ngram.counts import group_keys
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,17 @@ def test_counts_match_a_counter():
         assert got.tolist() == [ref[tuple(g)] for g in grams]
         assert int(ng.counts[k].sum()) == len(ids) - k + 1  # every k-gram token counted once
     assert ng.find(np.array([[38, 39, 38]])).tolist() == [-1]  # ids never seen
+
+
+def test_group_keys_is_np_unique():
+    rng = np.random.default_rng(3)
+    prefix, last, V = rng.integers(0, 50, 20_000), rng.integers(0, 7, 20_000), 7
+    keys, at, inv, cnt = group_keys(prefix, last, V)
+    ref, ref_inv, ref_cnt = np.unique(prefix * V + last, return_inverse=True, return_counts=True)
+    assert np.array_equal(keys, ref) and np.array_equal(inv, ref_inv) and np.array_equal(cnt, ref_cnt)
+    assert np.array_equal(keys[inv], prefix * V + last)  # every position maps to its own key
+    assert np.array_equal((prefix * V + last)[at], keys)  # and each key to one of its positions
+    assert inv.dtype == cnt.dtype == np.int32
 
 
 def all_models(ids, V, valid):

@@ -26,16 +26,44 @@ def check_ids(ids, V: int, what: str = "ids") -> np.ndarray:
     return ids
 
 
+def group_keys(prefix_ids: np.ndarray, last: np.ndarray, V: int, dtype=np.int32):
+    """Distinct keys ``prefix_ids * V + last`` of a stream and, for each, one position and its count.
+
+    What ``np.unique(key, return_index=True, return_inverse=True, return_counts=True)`` gives, in
+    about half its memory: one argsort, then the keys sorted in place (no gathered copy). Returns
+    keys (N,) int64 sorted, at (N,) the position of one occurrence of each, inverse (L,) the id
+    of the key at every position and counts (N,), both of ``dtype`` (ids and counts are below L).
+    """
+    key = prefix_ids.astype(np.int64)  # (L,)
+    key *= V
+    key += last
+    perm = np.argsort(key)  # (L,) any occurrence of a key will do, so no need for a stable sort
+    key.sort()
+    new = np.empty(len(key), bool)  # (L,) where a new key starts in sorted order
+    new[0] = True
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    starts = np.flatnonzero(new)  # (N,)
+    keys = key[starts]
+    del key
+    counts = np.diff(starts, append=len(new)).astype(dtype)
+    gid = np.cumsum(new, dtype=dtype)  # (L,) 1 + id of the key at each sorted position
+    gid -= 1
+    inverse = np.empty(len(new), dtype)
+    inverse[perm] = gid
+    return keys, perm[starts], inverse, counts
+
+
 class NgramCounts:
     """All n-grams of orders 1..n of one id stream, their counts and their trie links.
 
     For each order k (index k of every list; index 0 is the empty context)::
 
       keys[k]     sorted unique keys, prefix_id * |V| + last_word      (N_k,) int64
-      counts[k]   how often each k-gram occurs in the stream             (N_k,) int64
-      suffix[k]   id (in table k-1) of the k-gram without its first word (N_k,) int64
+      counts[k]   how often each k-gram occurs in the stream             (N_k,) int32
+      suffix[k]   id (in table k-1) of the k-gram without its first word (N_k,) int32
 
-    ``counts[k][g]`` for the k-gram id g returned by :meth:`find`.
+    ``counts[k][g]`` for the k-gram id g returned by :meth:`find`. Ids and counts never exceed the
+    stream's length: int32 below 2**31 tokens (int64 above), half the memory of int64.
     """
 
     def __init__(self, ids, order: int, V: int):
@@ -48,17 +76,17 @@ class NgramCounts:
         if float(L + 1) * V >= 2.0 ** 62:
             raise UserError(f"corpus too large to pack: {L} tokens x |V| = {V} overflows int64 keys")
         self.order, self.V, self.T = order, V, L
+        idt = np.int32 if L < 2 ** 31 else np.int64  # n-gram ids and counts
         self.keys = [np.zeros(1, np.int64), np.arange(V, dtype=np.int64)]
-        self.counts = [np.array([L], np.int64), np.bincount(ids, minlength=V).astype(np.int64)]
-        self.suffix = [np.zeros(1, np.int64), np.zeros(V, np.int64)]  # a word's suffix is the empty context
-        pos_id = ids  # id of the (k-1)-gram starting at each position  (L-k+2,)
-        for k in range(2, order + 1):
-            key = pos_id[: L - k + 1] * V + ids[k - 1:]  # (L-k+1,) prefix id * |V| + last word
-            keys, first, inv, cnt = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+        self.counts = [np.array([L], idt), np.bincount(ids, minlength=V).astype(idt)]
+        self.suffix = [np.zeros(1, idt), np.zeros(V, idt)]  # a word's suffix is the empty context
+        ids = pos_id = ids.astype(np.int32 if V < 2 ** 31 else np.int64)  # (L,) pos_id: id of the
+        for k in range(2, order + 1):  # (k-1)-gram starting at each position, (L-k+2,)
+            keys, at, inv, cnt = group_keys(pos_id[: L - k + 1], ids[k - 1:], V, idt)  # prefix id, last word
             self.keys.append(keys)
-            self.counts.append(cnt.astype(np.int64))
-            self.suffix.append(pos_id[first + 1])  # (N_k,) the (k-1)-gram one position later
-            pos_id = inv.reshape(-1).astype(np.int64)
+            self.counts.append(cnt)
+            self.suffix.append(pos_id[at + 1])  # (N_k,) the (k-1)-gram one position later
+            pos_id = inv
 
     def size(self, k: int) -> int:
         """Number of distinct k-grams (1 for the empty context k = 0, |V| for k = 1)."""
