@@ -267,7 +267,7 @@ def plot(doc: dict, path: Path) -> None:
 
     rows = doc["rows"]
     n = [r["tokens"] for r in rows]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 5))
     series = [("C0", "read: corpus info, no cache", "read", "seconds", "peak_gib"),
               ("C1", "read from the cache", "read_cached", "seconds", "peak_gib"),
               ("C2", "KN 5-gram fit", "kn5", "fit_seconds", "fit_peak_gib"),
@@ -295,9 +295,11 @@ def plot(doc: dict, path: Path) -> None:
     ax2.axhline(TARGETS["read_peak_gib"], color="C0", lw=0.8, ls="--", label="2 GiB")
     ax1.set(xlabel="corpus tokens", ylabel="seconds", title="time")
     ax2.set(xlabel="corpus tokens", ylabel="peak resident memory (GiB)", title="memory")
-    ax1.legend(fontsize=7)
-    ax2.legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = ax1.get_legend_handles_labels()
+    more = [(h, lab) for h, lab in zip(*ax2.get_legend_handles_labels()) if lab not in labels]
+    fig.legend(handles + [h for h, _ in more], labels + [lab for _, lab in more], loc="lower center", ncol=3,
+               fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     fig.savefig(path, dpi=110)
 
 
