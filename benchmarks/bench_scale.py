@@ -10,7 +10,7 @@ bigram statistics but more distinct 3- to 5-grams than real text of the same len
 forgets after one word), so the n-gram tables are larger than on real text: a pessimistic case.
 
 Each step runs in its own process, whose peak resident memory comes from ``os.wait4`` (the maximum
-RSS of that process alone), under an address-space cap of ``--mem-cap-gb`` (RLIMIT_AS):
+RSS of that process alone), under an address-space cap of ``--mem-cap-gb`` (RLIMIT_AS, 16 GiB: the target for the n-gram fit):
 
   generate   write the text file (not a measured target)
   read       ``python -m nplm_edu corpus info --corpus FILE`` with an empty cache: the streaming
@@ -137,8 +137,9 @@ def run_process(cmd: list[str], cap_gib: float, env: dict, stderr=None) -> tuple
     """Run ``cmd`` under the address-space cap: (stdout, wall-clock seconds, its own peak RSS in GiB)."""
     def limit():
         if cap_gib:
-            cap = int(cap_gib * GiB)
-            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            cap = int(cap_gib * GiB) if hard == resource.RLIM_INFINITY else min(int(cap_gib * GiB), hard)
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, env=env, preexec_fn=limit, cwd=ROOT)
@@ -310,7 +311,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="1e6,1e7,1e8", help="corpus sizes in tokens, comma-separated")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--train-updates", type=int, default=40, help="NPLM updates timed per size (0: skip)")
-    ap.add_argument("--mem-cap-gb", type=float, default=18.0, help="address-space cap of every step (0: none)")
+    ap.add_argument("--mem-cap-gb", type=float, default=16.0,
+                    help="address-space cap (GiB) of every step but lmplz (0: none)")
     ap.add_argument("--tmp", help="folder for the corpora (default: a new temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the generated corpora")
     ap.add_argument("--lmplz", default=shutil.which("lmplz"), help="KenLM's lmplz, for reference (default: on PATH)")
@@ -332,7 +334,8 @@ def main() -> None:
         row["provenance"] = prov
         doc["rows"] = sorted([r for r in doc["rows"] if r["tokens_nominal"] != size] + [row],
                              key=lambda r: r["tokens_nominal"])
-        doc.update(provenance=prov, lmplz=LMPLZ_NOTE if a.lmplz else "lmplz was not available: not measured", targets=TARGETS, memory_cap_gib=a.mem_cap_gb, growth=growth(doc["rows"]),
+        doc.update(provenance=prov, targets=TARGETS, memory_cap_gib=a.mem_cap_gb, growth=growth(doc["rows"]),
+                   lmplz=LMPLZ_NOTE if a.lmplz else "lmplz was not available: not measured",
                    corpus="Brown's tokens resampled by their bigram statistics (1,000 Markov chains), "
                           "one paragraph per line; min_count 4; splits 0.8 / 0.1 / 0.1")
         out.parent.mkdir(parents=True, exist_ok=True)
