@@ -22,10 +22,12 @@ RSS of that process alone), under an address-space cap of ``--mem-cap-gb`` (RLIM
              ``--train-updates`` updates: examples/s, and the hours one epoch would take
 
 Rows are merged into ``--json`` by size, so sizes can be run separately; a log-log plot of the
-seconds and the peak memory of each step is written beside it (scale.png). Targets on the 2-core,
-24 GiB machine: 100 million tokens read in under 2 minutes within 2 GiB; KN 5-gram fitted on them
-in 15 minutes within 16 GiB; cost growing no faster than n log n. The machine is shared: the load
-average before and after each size is recorded.
+CPU seconds and the peak memory of each step is written beside it (scale.png). Targets on the
+2-core, 24 GiB machine: 100 million tokens read in under 2 minutes within 2 GiB; KN 5-gram fitted on
+them in 15 minutes within 16 GiB; cost growing no faster than n log n. Each step records its
+wall-clock and its CPU seconds (user + system): the targets are wall-clock, while the plot and the
+growth ratios use CPU seconds, which other users' load on a shared machine disturbs less. The
+1-minute load average is sampled every 10 s during each size and recorded.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -95,15 +98,16 @@ def step_kn5(corpus: str, order: int) -> dict:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GiB
 
     c = load_corpus(corpus)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     m = KneserNey(order, c.V).fit(c.train)
-    fit_s, fit_peak = time.perf_counter() - t0, peak()
+    fit_s, fit_cpu, fit_peak = time.perf_counter() - t0, time.process_time() - c0, peak()
     ngrams = [int(m.ngrams.size(k)) for k in range(1, order + 1)]
     ctx, tgt = c.windows("test", order)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     ppl = m.perplexity(ctx, tgt, batch=1 << 16)
     return {"train_tokens": int(len(c.train)), "test_tokens": int(len(tgt)), "V": c.V,
-            "fit_seconds": fit_s, "fit_peak_gib": fit_peak, "score_seconds": time.perf_counter() - t1,
+            "fit_seconds": fit_s, "fit_cpu_seconds": fit_cpu, "fit_peak_gib": fit_peak,
+            "score_seconds": time.perf_counter() - t1, "score_cpu_seconds": time.process_time() - c1,
             "test_perplexity": float(ppl), "ngram_types": ngrams}
 
 
@@ -118,13 +122,15 @@ def step_train(corpus: str, updates: int) -> dict:
     warm = 5  # the first updates (permutation, page faults) are not timed
 
     def clock(step, _model):
-        times[step] = time.perf_counter()
+        times[step] = (time.perf_counter(), time.process_time())
 
     cfg = TrainConfig(epochs=1, batch=128, lr=0.01, max_updates=updates)
     train(model, (c.windows("train", 5), None), cfg, callback=clock, callback_every=1, quiet=True)
-    eps = (updates - warm) * cfg.batch / (times[updates] - times[warm])
+    done = (updates - warm) * cfg.batch
+    eps = done / (times[updates][1] - times[warm][1])  # per CPU second (one thread)
     examples = len(c.train) - 4
     return {"V": c.V, "updates": updates, "batch": cfg.batch, "examples_per_second": eps,
+            "examples_per_wall_second": done / (times[updates][0] - times[warm][0]),
             "epoch_examples": examples, "epoch_hours": examples / eps / 3600}
 
 
@@ -133,8 +139,9 @@ STEPS = {"generate": step_generate, "kn5": step_kn5, "train": step_train}
 
 # --------------------------------------------------------------------------- the parent
 
-def run_process(cmd: list[str], cap_gib: float, env: dict, stderr=None) -> tuple[str, float, float]:
-    """Run ``cmd`` under the address-space cap: (stdout, wall-clock seconds, its own peak RSS in GiB)."""
+def run_process(cmd: list[str], cap_gib: float, env: dict, stderr=None) -> tuple[str, dict]:
+    """Run ``cmd`` under the address-space cap: its stdout, and its wall-clock seconds, CPU seconds
+    (user + system, all its threads) and peak RSS in GiB, the last two of this process alone."""
     def limit():
         if cap_gib:
             soft, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -148,15 +155,14 @@ def run_process(cmd: list[str], cap_gib: float, env: dict, stderr=None) -> tuple
     seconds = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status):
         raise SystemExit(f"{' '.join(cmd)} failed (exit {os.waitstatus_to_exitcode(status)})")
-    return out.decode(), seconds, usage.ru_maxrss * 1024 / GiB
+    return out.decode(), {"seconds": round(seconds, 2), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
+                          "peak_gib": round(usage.ru_maxrss * 1024 / GiB, 3)}
 
 
 def run_step(name: str, cap_gib: float, env: dict, **kw) -> dict:
     """One step of this file in a child process: its result, seconds and peak RSS."""
-    out, seconds, peak = run_process([sys.executable, __file__, "--step", name, "--kw", json.dumps(kw)], cap_gib, env)
-    res = json.loads(out.strip().splitlines()[-1])
-    res.update(seconds=round(seconds, 2), peak_gib=round(peak, 3))
-    return res
+    out, usage = run_process([sys.executable, __file__, "--step", name, "--kw", json.dumps(kw)], cap_gib, env)
+    return {**json.loads(out.strip().splitlines()[-1]), **usage}
 
 
 def provenance(argv) -> dict:
@@ -191,25 +197,27 @@ def measure_size(tokens: int, a, tmp: Path, env: dict) -> dict:
     row["generate"] = g
     print(f"generate: {g['seconds']:.1f} s, {g['bytes'] / 1e6:.0f} MB of text", flush=True)
     for name in ("read", "read_cached"):  # python -m nplm_edu corpus info, as a user runs it
-        info, seconds, peak = run_process([sys.executable, "-m", "nplm_edu", "corpus", "info", "--corpus", corpus],
-                                          a.mem_cap_gb, env)
-        row[name] = {"seconds": round(seconds, 2), "peak_gib": round(peak, 3)}
-        print(f"{name}: {seconds:.1f} s, peak {peak:.2f} GiB", flush=True)
+        info, row[name] = run_process([sys.executable, "-m", "nplm_edu", "corpus", "info", "--corpus", corpus],
+                                      a.mem_cap_gb, env)
+        print(f"{name}: {row[name]['seconds']:.1f} s ({row[name]['cpu_seconds']:.1f} CPU s), "
+              f"peak {row[name]['peak_gib']:.2f} GiB", flush=True)
     row["info"] = info.strip().splitlines()
     row["tokens"] = int(info.split(":", 1)[1].split("tokens")[0].replace(",", ""))
     k = run_step("kn5", a.mem_cap_gb, env, corpus=corpus, order=5)
-    row["kn5"] = {"fit_seconds": round(k["fit_seconds"], 2), "fit_peak_gib": round(k["fit_peak_gib"], 3),
-                  "score_seconds": round(k["score_seconds"], 2), "peak_gib": k["peak_gib"],
+    row["kn5"] = {**{key: round(k[key], 2) for key in ("fit_seconds", "fit_cpu_seconds", "score_seconds",
+                                                      "score_cpu_seconds")},
+                  "fit_peak_gib": round(k["fit_peak_gib"], 3), "peak_gib": k["peak_gib"],
                   "process_seconds": k["seconds"], "train_tokens": k["train_tokens"],
                   "test_tokens": k["test_tokens"], "V": k["V"], "test_perplexity": round(k["test_perplexity"], 2),
                   "ngram_types": k["ngram_types"]}
-    print(f"kn5: fit {k['fit_seconds']:.1f} s (peak {k['fit_peak_gib']:.2f} GiB), score {k['test_tokens']:,} "
-          f"test tokens {k['score_seconds']:.1f} s, peak {k['peak_gib']:.2f} GiB, |V| {k['V']:,}, "
+    print(f"kn5: fit {k['fit_seconds']:.1f} s ({k['fit_cpu_seconds']:.1f} CPU s, peak {k['fit_peak_gib']:.2f} GiB), "
+          f"score {k['test_tokens']:,} test tokens {k['score_seconds']:.1f} s ({k['score_cpu_seconds']:.1f} CPU s), peak {k['peak_gib']:.2f} GiB, |V| {k['V']:,}, "
           f"perplexity {k['test_perplexity']:.1f}, n-gram types {k['ngram_types']}", flush=True)
     if a.train_updates:
         t = run_step("train", a.mem_cap_gb, env, corpus=corpus, updates=a.train_updates)
         row["train"] = {key: (round(v, 3) if isinstance(v, float) else v) for key, v in t.items()}
-        print(f"train: {t['examples_per_second']:.0f} examples/s (|V| {t['V']:,}), one epoch of "
+        print(f"train: {t['examples_per_second']:.0f} examples per CPU second, {t['examples_per_wall_second']:.0f} per "
+              f"wall-clock second (|V| {t['V']:,}), one epoch of "
               f"{t['epoch_examples']:,} examples: {t['epoch_hours']:.1f} h; peak {t['peak_gib']:.2f} GiB", flush=True)
     if a.lmplz and tokens <= a.lmplz_max_tokens:
         row["lmplz"] = measure_lmplz(a, corpus, tmp, env)
@@ -234,10 +242,10 @@ def measure_lmplz(a, corpus: str, tmp: Path, env: dict) -> dict:
     arpa = tmp / "lmplz.arpa"
     cmd = [a.lmplz, "-o", "5", "-S", a.lmplz_memory, "-T", str(tmp), "--text", str(text), "--arpa", str(arpa)]
     with open(tmp / "lmplz.log", "w") as log:
-        _, seconds, peak = run_process(cmd, 0, env, stderr=log)
-    res = {"command": " ".join(["lmplz"] + cmd[1:]), "seconds": round(seconds, 2), "peak_gib": round(peak, 3),
-           "arpa_bytes": arpa.stat().st_size}
-    print(f"lmplz: {seconds:.1f} s, peak {peak:.2f} GiB (ARPA file of {res['arpa_bytes'] / 1e6:.0f} MB)", flush=True)
+        _, usage = run_process(cmd, 0, env, stderr=log)
+    res = {"command": " ".join(["lmplz"] + cmd[1:]), **usage, "arpa_bytes": arpa.stat().st_size}
+    print(f"lmplz: {res['seconds']:.1f} s ({res['cpu_seconds']:.1f} CPU s), peak {res['peak_gib']:.2f} GiB "
+          f"(ARPA file of {res['arpa_bytes'] / 1e6:.0f} MB)", flush=True)
     for f in [arpa, *out.glob("*.txt")]:
         f.unlink()
     return res
@@ -250,9 +258,9 @@ def growth(rows: list[dict]) -> list[dict]:
         n1, n2 = r1["tokens"], r2["tokens"]
         bound = n2 * math.log(n2) / (n1 * math.log(n1))
         g = {"from": n1, "to": n2, "n_ratio": round(n2 / n1, 3), "n_log_n_ratio": round(bound, 3)}
-        for key, get in (("read", lambda r: r["read"]["seconds"]), ("kn5_fit", lambda r: r["kn5"]["fit_seconds"]),
-                         ("kn5_score", lambda r: r["kn5"]["score_seconds"] / r["kn5"]["test_tokens"]
-                          * r["tokens"] / 10),
+        for key, get in (("read", lambda r: r["read"]["cpu_seconds"]),
+                         ("kn5_fit", lambda r: r["kn5"]["fit_cpu_seconds"]),
+                         ("kn5_score", lambda r: r["kn5"]["score_cpu_seconds"]),
                          ("read_memory", lambda r: r["read"]["peak_gib"]),
                          ("kn5_memory", lambda r: r["kn5"]["fit_peak_gib"])):
             g[key] = round(get(r2) / get(r1), 3)
@@ -269,10 +277,10 @@ def plot(doc: dict, path: Path) -> None:
     rows = doc["rows"]
     n = [r["tokens"] for r in rows]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 5))
-    series = [("C0", "read: corpus info, no cache", "read", "seconds", "peak_gib"),
-              ("C1", "read from the cache", "read_cached", "seconds", "peak_gib"),
-              ("C2", "KN 5-gram fit", "kn5", "fit_seconds", "fit_peak_gib"),
-              ("C3", "KN 5-gram scoring of the test split", "kn5", "score_seconds", None),
+    series = [("C0", "read: corpus info, no cache", "read", "cpu_seconds", "peak_gib"),
+              ("C1", "read from the cache", "read_cached", "cpu_seconds", "peak_gib"),
+              ("C2", "KN 5-gram fit", "kn5", "fit_cpu_seconds", "fit_peak_gib"),
+              ("C3", "KN 5-gram scoring of the test split", "kn5", "score_cpu_seconds", None),
               ("C4", "NPLM: one epoch at the measured examples/s", "train", "epoch_hours", "peak_gib")]
     for color, label, step, time_key, mem_key in series:
         have = [r for r in rows if step in r]
@@ -286,15 +294,15 @@ def plot(doc: dict, path: Path) -> None:
     lm = [r for r in rows if "lmplz" in r]
     if lm:
         x = [r["tokens"] for r in lm]
-        ax1.loglog(x, [r["lmplz"]["seconds"] for r in lm], "s", color="C5", mfc="none", label="KenLM lmplz -o 5")
+        ax1.loglog(x, [r["lmplz"]["cpu_seconds"] for r in lm], "s", color="C5", mfc="none", label="KenLM lmplz -o 5")
         ax2.loglog(x, [r["lmplz"]["peak_gib"] for r in lm], "s", color="C5", mfc="none", label="KenLM lmplz -o 5")
-    ref = [rows[-1]["kn5"]["fit_seconds"] * x * math.log(x) / (n[-1] * math.log(n[-1])) for x in n]
+    ref = [rows[-1]["kn5"]["fit_cpu_seconds"] * x * math.log(x) / (n[-1] * math.log(n[-1])) for x in n]
     ax1.loglog(n, ref, "k:", lw=1, label="n log n (through the largest fit)")
     ax1.axhline(TARGETS["kn5_fit_seconds"], color="C2", lw=0.8, ls="--", label="15 min")
     ax1.axhline(TARGETS["read_seconds"], color="C0", lw=0.8, ls="--", label="2 min")
     ax2.axhline(TARGETS["kn5_fit_peak_gib"], color="C2", lw=0.8, ls="--", label="16 GiB")
     ax2.axhline(TARGETS["read_peak_gib"], color="C0", lw=0.8, ls="--", label="2 GiB")
-    ax1.set(xlabel="corpus tokens", ylabel="seconds", title="time")
+    ax1.set(xlabel="corpus tokens", ylabel="CPU seconds (user + system)", title="time")
     ax2.set(xlabel="corpus tokens", ylabel="peak resident memory (GiB)", title="memory")
     handles, labels = ax1.get_legend_handles_labels()
     more = [(h, lab) for h, lab in zip(*ax2.get_legend_handles_labels()) if lab not in labels]
@@ -330,7 +338,20 @@ def main() -> None:
     doc = json.loads(out.read_text()) if out.exists() else {"rows": []}
     prov = provenance(sys.argv[1:])
     for size in (int(float(s)) for s in a.sizes.split(",")):
+        samples, stop = [], threading.Event()
+
+        def sample():
+            while not stop.wait(10):
+                samples.append(os.getloadavg()[0])
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         row = measure_size(size, a, tmp, env)
+        stop.set()
+        sampler.join()
+        if samples:
+            row["load_average_1min_during"] = {"min": min(samples), "mean": round(sum(samples) / len(samples), 2),
+                                               "max": max(samples), "samples": len(samples)}
         row["provenance"] = prov
         doc["rows"] = sorted([r for r in doc["rows"] if r["tokens_nominal"] != size] + [row],
                              key=lambda r: r["tokens_nominal"])
