@@ -129,6 +129,15 @@ def test_bad_seed_and_order_in_other_commands():
     assert_user_error(run("ngram", "--model", "kn", "--order", "1", check_ok=False), "2..5")
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["--seed", "-1"], "--seed"),      # numpy's default_rng would raise a traceback
+    (["--passes", "-1"], "--passes"),  # was accepted and ran no pass at all
+])
+def test_bad_class_ngram_options(args, needle):
+    p = run("ngram", "--model", "class", "--classes", "5", "--quiet", *args, check_ok=False)
+    assert_user_error(p, needle)
+
+
 @pytest.mark.parametrize("args", [
     ["--train-size", "0.95", "--valid-size", "0.1"],   # fractions adding up to more than 1
     ["--train-size", "40000"],                         # more tokens than the corpus has

@@ -2,12 +2,13 @@
 text files, caching, windows and the synthetic grammar."""
 
 import time
+import tracemalloc
 
 import numpy as np
 import pytest
 
-from nplm_edu.data.corpus import (PARAGRAPH, TEXT, UNK, Vocabulary, brown_available, load_corpus,
-                                  resolve_split, windows)
+from nplm_edu.data.corpus import (PARAGRAPH, TEXT, UNK, Vocabulary, brown_available, brown_tokens, encode_stream,
+                                  load_corpus, resolve_split, text_token_chunks, windows)
 from nplm_edu.data.synthetic import CLASSES, generate
 from nplm_edu.errors import UserError
 
@@ -104,7 +105,42 @@ def test_brown_cache_depends_on_min_count(cache, brown):
     assert again.V == brown.V and len(other.ids) == len(brown.ids)
 
 
+@needs_brown
+def test_brown_ids_identical_to_a_numpy_string_array_reader(brown):
+    # the reader before streaming: one numpy string array of every token, np.unique, lexsort
+    ids, vocab = reference_reader(brown_tokens(), 4)
+    assert brown.vocab.words == vocab.words and brown.vocab.counts.tolist() == vocab.counts.tolist()
+    assert np.array_equal(brown.ids, ids)
+
+
 # --------------------------------------------------------------------------- vocabulary
+
+def reference_reader(tokens, min_count):
+    """The former reader, kept here as the reference: a numpy string array of all tokens (its memory
+    is tokens x the longest token), np.unique counts, then most frequent first, ties alphabetical."""
+    arr = np.array(tokens)
+    words, counts = np.unique(arr, return_counts=True)
+    keep = (counts >= min_count) & (words != UNK)
+    unk_count = int(counts[~keep].sum())
+    words, counts = np.append(words[keep], UNK), np.append(counts[keep], unk_count)
+    order = np.lexsort((words, -counts))
+    vocab = Vocabulary(words[order], counts[order])
+    return vocab.encode(arr.tolist()), vocab
+
+
+def test_encode_stream_matches_the_reference_reader():
+    rng = np.random.default_rng(5)
+    pool = ["a", "b", "B", "é", "ß", "<unk>", "<p>", "zz", "a1", "日本", "ab", "aa"] + [f"w{i}" for i in range(40)]
+    toks = [pool[i] for i in rng.zipf(1.4, size=4000) % len(pool)]
+    for min_count in (1, 3, 50):
+        chunks = [toks[i:i + 333] for i in range(0, len(toks), 333)]
+        ids, vocab = encode_stream(chunks, min_count)
+        ref_ids, ref = reference_reader(toks, min_count)
+        assert vocab.words == ref.words and vocab.counts.tolist() == ref.counts.tolist()
+        assert ids.dtype == np.int32 and np.array_equal(ids, ref_ids)
+        assert np.array_equal(np.bincount(ids, minlength=len(vocab)), vocab.counts)
+
+
 
 def test_vocabulary_hand_example():
     # counts: the 4, cat 3, sat 2, on 1, mat 1; min_count 2 keeps the, cat, sat;
@@ -183,6 +219,68 @@ def test_text_file_bom_crlf_and_form_feed(cache, tmp_path):
     f.write_bytes("\ufeffa b\r\nc\x0cd\r\n".encode("utf-8"))
     c = load_corpus(str(f), min_count=1, train=2, valid=2)
     assert c.vocab.decode(c.ids) == ["a", "b", PARAGRAPH, "c", "d", PARAGRAPH]
+
+
+def reference_text_tokens(path):
+    """The former text reader: the whole file as one string, split into lines, then words."""
+    tokens = []
+    for line in path.read_text(encoding="utf-8-sig").split("\n"):
+        words = line.split()
+        if words:
+            tokens.extend(words + [PARAGRAPH])
+    return tokens
+
+
+def test_streaming_text_reader_matches_the_whole_file_reader(cache, tmp_path):
+    rng = np.random.default_rng(0)
+    # words with multi-byte characters, every kind of whitespace, long and empty lines, no final newline
+    pieces = ["a", "b", "é", "日本語", "x" * 50, " ", "  ", "\t", "\n", "\n\n", "\r\n", "\x0c", "\u2028", "\u3000",
+              "<unk>", "ß"]
+    text = "\ufeff" + "".join(pieces[i] for i in rng.integers(len(pieces), size=6000)) + " tail"
+    f = tmp_path / "t.txt"
+    f.write_text(text, encoding="utf-8")
+    ref = reference_text_tokens(f)
+    for read_bytes in (1, 2, 3, 7, 64, 1000, 1 << 22):  # reads cut characters, words and lines anywhere
+        got = [t for chunk in text_token_chunks(f, read_bytes) for t in chunk]
+        assert got == ref, read_bytes
+    c = load_corpus(str(f), min_count=2)
+    ref_ids, ref_vocab = reference_reader(ref, 2)
+    assert c.vocab.words == ref_vocab.words and np.array_equal(c.ids, ref_ids)
+    again = load_corpus(str(f), min_count=2)  # from the cache: the same words, however long or exotic
+    assert again.vocab.words == ref_vocab.words and np.array_equal(again.ids, ref_ids)
+
+
+def test_one_long_line_is_read_in_pieces(cache, tmp_path):
+    f = tmp_path / "one_line.txt"
+    f.write_text(" ".join(f"w{i % 97}" for i in range(20_000)), encoding="utf-8")  # no newline at all
+    chunks = list(text_token_chunks(f, read_bytes=1000))
+    assert len(chunks) > 30 and max(len(c) for c in chunks) < 600  # never the whole line at once
+    assert [t for c in chunks for t in c] == reference_text_tokens(f)
+
+
+def test_a_20000_character_token_costs_no_memory(cache, tmp_path):
+    # a 0.5 MB file with one token of 20,000 characters: a numpy string array of all tokens would
+    # need tokens x 20,000 x 4 bytes (about 16 GB); the streaming reader needs the file's size
+    rng = np.random.default_rng(1)
+    words = [f"w{i}" for i in rng.integers(5000, size=95_000)]
+    words[50_000] = "L" * 20_000
+    lines = [" ".join(words[i:i + 20]) for i in range(0, len(words), 20)]
+    f = tmp_path / "long_token.txt"
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert 450_000 < f.stat().st_size < 600_000
+    t0 = time.perf_counter()
+    c = load_corpus(str(f), min_count=1, cache=False)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 1.0, f"took {elapsed:.2f} s"
+    assert "L" * 20_000 in c.vocab.index and len(c.ids) == 95_000 + len(lines)
+    tracemalloc.start()
+    try:
+        load_corpus(str(f), min_count=1)  # with the cache written, then read back
+        load_corpus(str(f), min_count=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, f"peak {peak / 1e6:.1f} MB"
 
 
 def test_text_file_cache_sees_changes(cache, tmp_path):

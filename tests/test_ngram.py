@@ -15,6 +15,7 @@ from nplm_edu.errors import UserError
 from nplm_edu.models.ngram import (ClassNgram, InterpolatedTrigram, KneserNey, MaximumLikelihood, NgramCounts,
                                    exchange_classes, modified_kn_discounts)
 from nplm_edu.models.ngram.classes import class_bigram_objective
+from nplm_edu.models.ngram.counts import group_keys, sort_groups
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,32 @@ def test_counts_match_a_counter():
         assert got.tolist() == [ref[tuple(g)] for g in grams]
         assert int(ng.counts[k].sum()) == len(ids) - k + 1  # every k-gram token counted once
     assert ng.find(np.array([[38, 39, 38]])).tolist() == [-1]  # ids never seen
+
+
+def test_group_keys_is_np_unique():
+    rng = np.random.default_rng(3)
+    prefix, last, V = rng.integers(0, 50, 20_000), rng.integers(0, 7, 20_000), 7
+    keys, at, inv, cnt = group_keys(prefix, last, V)
+    ref, ref_inv, ref_cnt = np.unique(prefix * V + last, return_inverse=True, return_counts=True)
+    assert np.array_equal(keys, ref) and np.array_equal(inv, ref_inv) and np.array_equal(cnt, ref_cnt)
+    assert np.array_equal(keys[inv], prefix * V + last)  # every position maps to its own key
+    assert np.array_equal((prefix * V + last)[at], keys)  # and each key to one of its positions
+    assert inv.dtype == cnt.dtype == np.int32
+    first = np.unique(prefix * V + last, return_index=True)[1]
+    assert np.array_equal(at, first)  # the first occurrence, as np.unique gives it
+
+
+@pytest.mark.parametrize("pack_bits", [63, 30, 24, 16])
+def test_sort_groups_packed_bucketed_and_argsort(pack_bits):
+    # keys of 20 bits, positions of 13: with 63 bits, key and position packed in one int64 (no
+    # bucket); 30, 24: 2**3 and 2**9 buckets by the top key bits, each packed alone; 16: more than
+    # 16 bits of buckets, the plain argsort
+    rng = np.random.default_rng(pack_bits)
+    key = rng.integers(0, 2 ** 20, 5000) * rng.integers(0, 2, 5000)  # many zeros: long runs of equal keys
+    perm, new, keys = sort_groups(key.copy(), 20, pack_bits)
+    assert np.array_equal(perm, np.argsort(key, kind="stable"))  # sorted by (key, position)
+    assert np.array_equal(keys, np.unique(key))
+    assert np.array_equal(np.flatnonzero(new), np.unique(np.sort(key), return_index=True)[1])
 
 
 def all_models(ids, V, valid):

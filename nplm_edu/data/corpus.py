@@ -13,10 +13,14 @@ the validation and test sets is scored (see :meth:`Corpus.windows`).
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +30,8 @@ from ..errors import UserError
 from .vocab import PARAGRAPH, TEXT, UNK
 BROWN_SPLIT = (800_000, 200_000)  # section 4: train, validation; the rest is the test set
 DEFAULT_SPLIT = (0.8, 0.1)  # for other corpora: fractions of the stream
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the vocabulary stored as UTF-8 bytes and lengths
+READ_BYTES = 1 << 22  # text files are read 4 MiB at a time
 BROWN_FIX = "python -m nltk.downloader brown"
 
 
@@ -49,16 +54,27 @@ class Vocabulary:
         self.unk = self.index[UNK]
 
     @classmethod
-    def build(cls, tokens: np.ndarray, min_count: int = 4) -> "Vocabulary":
+    def build(cls, tokens, min_count: int = 4) -> "Vocabulary":
         """Keep words seen at least ``min_count`` times; the others share ``<unk>`` (section 4)."""
-        words, counts = np.unique(tokens, return_counts=True)
-        keep = counts >= min_count
-        unk_count = int(counts[~keep].sum()) + int(counts[words == UNK].sum())
-        words, counts = words[keep & (words != UNK)], counts[keep & (words != UNK)]
-        words = np.append(words, UNK)
-        counts = np.append(counts, unk_count)
-        order = np.lexsort((words, -counts))  # most frequent first, ties alphabetical
-        return cls(words[order], counts[order])
+        return encode_stream([tokens], min_count)[1]
+
+    @classmethod
+    def from_counts(cls, words: list[str], counts, min_count: int = 4) -> "Vocabulary":
+        """The vocabulary of distinct ``words`` seen ``counts`` times: most frequent first, ties in
+        alphabetical (code point) order, words seen fewer than ``min_count`` times counted in ``<unk>``.
+
+        Sorting is by Python string comparison, never through a numpy string array, whose memory
+        would be the number of words times the longest word."""
+        counts = np.asarray(counts, dtype=np.int64)  # (W,)
+        rare = counts < min_count
+        kept = [i for i in np.flatnonzero(~rare).tolist() if words[i] != UNK]
+        unk_count = int(counts[rare].sum()) + sum(int(counts[i]) for i, w in enumerate(words)
+                                                   if w == UNK and not rare[i])
+        kw = [words[i] for i in kept] + [UNK]
+        kc = np.append(counts[kept], unk_count)  # (|V|,)
+        alpha = np.array(sorted(range(len(kw)), key=kw.__getitem__), dtype=np.int64)  # alphabetical
+        order = alpha[np.argsort(-kc[alpha], kind="stable")]  # most frequent first, ties alphabetical
+        return cls([kw[i] for i in order], kc[order])
 
     def __len__(self) -> int:
         return len(self.words)
@@ -66,11 +82,43 @@ class Vocabulary:
     def encode(self, tokens) -> np.ndarray:
         """Token strings to an int32 id array; unknown strings map to ``<unk>``."""
         get, unk = self.index.get, self.unk
-        return np.fromiter((get(t, unk) for t in tokens), dtype=np.int32, count=len(tokens))
+        return np.fromiter(map(get, tokens, repeat(unk)), dtype=np.int32, count=len(tokens))
 
     def decode(self, ids) -> list[str]:
         """Ids back to strings."""
         return [self.words[i] for i in np.asarray(ids).ravel()]
+
+
+def encode_stream(chunks: Iterable, min_count: int = 4) -> tuple[np.ndarray, Vocabulary]:
+    """Token strings, chunk by chunk, to (int32 ids (T,), :class:`Vocabulary`) in one pass.
+
+    Each chunk is numbered at once by order of first appearance (a dict lookup per token, in C),
+    so only int32 ids and the distinct words are held, never the token strings; the counts of
+    those ids give the vocabulary, and one gather renumbers them. Memory: 8 bytes per token plus
+    the distinct words, whatever their length.
+
+    >>> ids, v = encode_stream([["b", "a"], ["b", "c", "b"]], min_count=2)
+    >>> ids.tolist(), v.words
+    ([0, 1, 0, 1, 0], ['b', '<unk>'])
+    """
+    first = defaultdict()
+    first.default_factory = first.__len__  # an unseen word gets the next id
+    parts = [np.fromiter(map(first.__getitem__, toks), dtype=np.int32, count=len(toks)) for toks in chunks]
+    words = [str(w) for w in first]  # (W,) distinct words, by first appearance
+    del first
+    counts = np.zeros(len(words), np.int64)  # (W,)
+    for part in parts:
+        counts += np.bincount(part, minlength=len(words))
+    vocab = Vocabulary.from_counts(words, counts, min_count)
+    remap = vocab.encode(words)  # (W,) first-appearance id -> vocabulary id
+    ids = np.empty(int(counts.sum()), np.int32)  # (T,)
+    pos = 0
+    parts.reverse()
+    while parts:  # renumber chunk by chunk, freeing each as it is copied
+        part = parts.pop()
+        ids[pos:pos + len(part)] = remap[part]
+        pos += len(part)
+    return ids, vocab
 
 
 def windows(ids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -188,25 +236,69 @@ def brown_available() -> bool:
         return False
 
 
-def text_tokens(path: Path) -> list[str]:
-    """A UTF-8 text file: whitespace-separated tokens, ``<p>`` after every non-empty line."""
+def _check_text_file(path: Path) -> None:
     if not path.exists():
         raise UserError(f"no such file: {path}")
     if path.is_dir():
         raise UserError(f"{path} is a folder, not a text file")
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first word
-    except UnicodeDecodeError as e:
-        raise UserError(f"{path} is not UTF-8 text (byte {e.start}): convert it first, e.g. with iconv") from None
-    tokens: list[str] = []
-    for line in text.split("\n"):  # a paragraph per line ("\r\n" too: split() drops the "\r")
-        words = line.split()
-        if words:
-            tokens.extend(words)
-            tokens.append(PARAGRAPH)
-    if not tokens:
+
+
+def _utf8_pieces(path: Path, read_bytes: int = READ_BYTES) -> Iterator[str]:
+    """The text of a UTF-8 file, ``read_bytes`` at a time (a leading byte-order mark dropped)."""
+    with open(path, "rb") as f:
+        pending = f.read(3)  # a byte-order mark (Windows editors write one) is not part of the first word
+        done = 3 if pending == codecs.BOM_UTF8 else 0  # bytes decoded so far
+        if done:
+            pending = b""
+        while True:
+            raw = f.read(read_bytes)
+            data = pending + raw  # pending: the bytes of a character cut by the previous read
+            try:
+                text, used = codecs.utf_8_decode(data, "strict", not raw)
+            except UnicodeDecodeError as e:
+                raise UserError(f"{path} is not UTF-8 text (byte {done + e.start}): convert it first, "
+                                "e.g. with iconv") from None
+            done, pending = done + used, data[used:]
+            if text:
+                yield text
+            if not raw:
+                return
+
+
+def text_token_chunks(path: Path, read_bytes: int = READ_BYTES) -> Iterator[list[str]]:
+    """A UTF-8 text file as lists of tokens, a piece of the file at a time: whitespace-separated
+    tokens, ``<p>`` after every non-empty line. Memory: one piece and one token, whatever the file."""
+    _check_text_file(path)
+    carry, open_line, empty = "", False, True  # the unfinished last line; words of it already given
+    for piece in _utf8_pieces(path, read_bytes):
+        lines = (carry + piece).split("\n")  # a paragraph per line ("\r\n" too: split() drops the "\r")
+        carry = lines.pop()
+        out: list[str] = []
+        for line in lines:
+            words = line.split()
+            if words or open_line:
+                out.extend(words)
+                out.append(PARAGRAPH)
+            open_line = False
+        if len(carry) > read_bytes:  # a long line: give its finished words now, keep the last one
+            words = carry.split()
+            carry = words.pop() if words and not carry[-1].isspace() else ""
+            out.extend(words)
+            open_line = open_line or bool(words)
+        if out:
+            empty = False
+            yield out
+    words = carry.split()  # the last line, without a final newline
+    if words or open_line:
+        empty = False
+        yield words + [PARAGRAPH]
+    if empty:
         raise UserError(f"{path} is empty or holds only whitespace: no tokens to model")
-    return tokens
+
+
+def text_tokens(path: Path) -> list[str]:
+    """A UTF-8 text file: whitespace-separated tokens, ``<p>`` after every non-empty line."""
+    return [t for chunk in text_token_chunks(path) for t in chunk]
 
 
 # --------------------------------------------------------------------------- caching
@@ -220,31 +312,43 @@ def _fingerprint(kind: str, source: Path | None, min_count: int) -> str:
     h = hashlib.sha256(f"{CACHE_VERSION}|{kind}|{min_count}".encode())
     if source is not None:
         if source.is_file() and kind != "brown":
-            h.update(hashlib.sha256(source.read_bytes()).digest())
+            with open(source, "rb") as f:
+                h.update(hashlib.file_digest(f, "sha256").digest())  # read in blocks, not held whole
         else:  # brown: its location, size and modification time
             st = source.stat()
             h.update(f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
     return h.hexdigest()[:20]
 
 
+def _save_cache(path: Path, ids: np.ndarray, vocab: Vocabulary) -> None:
+    """Write ids and vocabulary atomically; the words as UTF-8 bytes and their lengths."""
+    enc = [w.encode("utf-8") for w in vocab.words]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
+    with os.fdopen(fd, "wb") as f:
+        np.savez(f, ids=ids, counts=vocab.counts, word_bytes=np.frombuffer(b"".join(enc), np.uint8),
+                 word_lengths=np.array([len(b) for b in enc], np.int64))
+    os.replace(tmp, path)
+
+
+def _read_cache(path: Path) -> tuple[np.ndarray, Vocabulary]:
+    with np.load(path, allow_pickle=False) as z:
+        data, ends = z["word_bytes"].tobytes(), np.cumsum(z["word_lengths"]).tolist()
+        words = [data[a:b].decode("utf-8") for a, b in zip([0] + ends[:-1], ends)]
+        return z["ids"], Vocabulary(words, z["counts"])
+
+
 def _load_stream(kind: str, source: Path | None, min_count: int, read, cache: bool):
-    """(ids, vocabulary) from the cache, or read, encode and cache them atomically."""
+    """(ids, vocabulary) from the cache, or read (``read()``: token lists), encode and cache them."""
     path = cache_dir() / f"{kind}-{_fingerprint(kind, source, min_count)}.npz"
     if cache and path.exists():
         try:
-            with np.load(path, allow_pickle=False) as z:
-                return z["ids"], Vocabulary(z["words"], z["counts"])
+            return _read_cache(path)
         except Exception:
             pass  # a damaged cache file is rebuilt below
-    tokens = np.array(read())
-    vocab = Vocabulary.build(tokens, min_count)
-    ids = vocab.encode(tokens.tolist())
+    ids, vocab = encode_stream(read(), min_count)
     if cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, ids=ids, words=np.array(vocab.words), counts=vocab.counts)
-        os.replace(tmp, path)
+        _save_cache(path, ids, vocab)
     return ids, vocab
 
 
@@ -292,18 +396,16 @@ def load_corpus(name: str = "synthetic", *, train=None, valid=None, min_count: i
         from .synthetic import generate
 
         tokens, classes = generate(synthetic_tokens, seed)
-        arr = np.array(tokens)
-        vocab = Vocabulary.build(arr, min_count=1)
-        ids = vocab.encode(tokens)
+        ids, vocab = encode_stream([tokens], min_count=1)
         default = DEFAULT_SPLIT
     elif name == "brown":
-        ids, vocab = _load_stream("brown", brown_source(), min_count, brown_tokens, cache)
+        ids, vocab = _load_stream("brown", brown_source(), min_count, lambda: [brown_tokens()], cache)
         default = BROWN_SPLIT
     else:
         path = Path(name).expanduser()
         if not path.exists():
             raise UserError(f"no such corpus: {name!r} is not 'brown', 'synthetic' or an existing file")
-        ids, vocab = _load_stream("text", path, min_count, lambda: text_tokens(path), cache)
+        ids, vocab = _load_stream("text", path, min_count, lambda: text_token_chunks(path), cache)
         default = DEFAULT_SPLIT
     bounds = resolve_split(len(ids), default[0] if train is None else train,
                           default[1] if valid is None else valid)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 
-from ...errors import UserError
+from ...errors import UserError, check_seed
 
 MODELS = ("mle", "interp", "kn", "class")
 
@@ -30,6 +30,10 @@ def build_model(name: str, order: int, V: int, classes: int | None = None, passe
     if name == "class":
         if classes is None:
             raise UserError("--model class needs --classes C (the paper used 150, 200, 500, 1000, 2000)")
+        if passes < 0:
+            raise UserError(f"--passes must be 0 or more (exchange-algorithm passes), got {passes}")
+        if seed is not None:
+            check_seed(seed, "--seed")
         return ClassNgram(order, V, classes, passes=passes, seed=seed, progress=not quiet)
     raise UserError(f"unknown model {name!r}: use one of {', '.join(MODELS)}")
 
