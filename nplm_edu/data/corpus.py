@@ -13,112 +13,26 @@ the validation and test sets is scored (see :meth:`Corpus.windows`).
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import os
-import tempfile
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .files import atomic_write
 from ..errors import UserError
-from .vocab import PARAGRAPH, TEXT, UNK
+from .sources import BROWN_FIX, brown_available, brown_source, brown_tokens, text_token_chunks, text_tokens
+from .vocab import PARAGRAPH, TEXT, UNK, Vocabulary, encode_stream
+
+__all__ = ["BROWN_FIX", "PARAGRAPH", "TEXT", "UNK", "Corpus", "CorpusSpec", "Vocabulary", "brown_available",
+           "brown_source", "brown_tokens", "encode_stream", "export", "load_corpus", "resolve_split",
+           "text_token_chunks", "text_tokens", "windows"]
+
 BROWN_SPLIT = (800_000, 200_000)  # section 4: train, validation; the rest is the test set
 DEFAULT_SPLIT = (0.8, 0.1)  # for other corpora: fractions of the stream
 CACHE_VERSION = 2  # 2: the vocabulary stored as UTF-8 bytes and lengths
-READ_BYTES = 1 << 22  # text files are read 4 MiB at a time
-BROWN_FIX = "python -m nltk.downloader brown"
-
-
-class Vocabulary:
-    """Words <-> ids. Ids are in order of decreasing corpus frequency, ``<unk>`` included by count.
-
-    >>> v = Vocabulary.build(np.array("a b a c a b b d".split()), min_count=2)
-    >>> v.words, v.unk
-    (['a', 'b', '<unk>'], 2)
-    >>> v.encode("a d b".split()).tolist(), v.decode([1, 0])
-    ([0, 2, 1], ['b', 'a'])
-    """
-
-    def __init__(self, words, counts):
-        self.words = [str(w) for w in words]
-        self.counts = np.asarray(counts, dtype=np.int64)  # corpus frequency of each id
-        self.index = {w: i for i, w in enumerate(self.words)}
-        if UNK not in self.index:
-            raise ValueError("a vocabulary needs the <unk> symbol")
-        self.unk = self.index[UNK]
-
-    @classmethod
-    def build(cls, tokens, min_count: int = 4) -> "Vocabulary":
-        """Keep words seen at least ``min_count`` times; the others share ``<unk>`` (section 4)."""
-        return encode_stream([tokens], min_count)[1]
-
-    @classmethod
-    def from_counts(cls, words: list[str], counts, min_count: int = 4) -> "Vocabulary":
-        """The vocabulary of distinct ``words`` seen ``counts`` times: most frequent first, ties in
-        alphabetical (code point) order, words seen fewer than ``min_count`` times counted in ``<unk>``.
-
-        Sorting is by Python string comparison, never through a numpy string array, whose memory
-        would be the number of words times the longest word."""
-        counts = np.asarray(counts, dtype=np.int64)  # (W,)
-        rare = counts < min_count
-        kept = [i for i in np.flatnonzero(~rare).tolist() if words[i] != UNK]
-        unk_count = int(counts[rare].sum()) + sum(int(counts[i]) for i, w in enumerate(words)
-                                                   if w == UNK and not rare[i])
-        kw = [words[i] for i in kept] + [UNK]
-        kc = np.append(counts[kept], unk_count)  # (|V|,)
-        alpha = np.array(sorted(range(len(kw)), key=kw.__getitem__), dtype=np.int64)  # alphabetical
-        order = alpha[np.argsort(-kc[alpha], kind="stable")]  # most frequent first, ties alphabetical
-        return cls([kw[i] for i in order], kc[order])
-
-    def __len__(self) -> int:
-        return len(self.words)
-
-    def encode(self, tokens) -> np.ndarray:
-        """Token strings to an int32 id array; unknown strings map to ``<unk>``."""
-        get, unk = self.index.get, self.unk
-        return np.fromiter(map(get, tokens, repeat(unk)), dtype=np.int32, count=len(tokens))
-
-    def decode(self, ids) -> list[str]:
-        """Ids back to strings."""
-        return [self.words[i] for i in np.asarray(ids).ravel()]
-
-
-def encode_stream(chunks: Iterable, min_count: int = 4) -> tuple[np.ndarray, Vocabulary]:
-    """Token strings, chunk by chunk, to (int32 ids (T,), :class:`Vocabulary`) in one pass.
-
-    Each chunk is numbered at once by order of first appearance (a dict lookup per token, in C),
-    so only int32 ids and the distinct words are held, never the token strings; the counts of
-    those ids give the vocabulary, and one gather renumbers them. Memory: 8 bytes per token plus
-    the distinct words, whatever their length.
-
-    >>> ids, v = encode_stream([["b", "a"], ["b", "c", "b"]], min_count=2)
-    >>> ids.tolist(), v.words
-    ([0, 1, 0, 1, 0], ['b', '<unk>'])
-    """
-    first = defaultdict()
-    first.default_factory = first.__len__  # an unseen word gets the next id
-    parts = [np.fromiter(map(first.__getitem__, toks), dtype=np.int32, count=len(toks)) for toks in chunks]
-    words = [str(w) for w in first]  # (W,) distinct words, by first appearance
-    del first
-    counts = np.zeros(len(words), np.int64)  # (W,)
-    for part in parts:
-        counts += np.bincount(part, minlength=len(words))
-    vocab = Vocabulary.from_counts(words, counts, min_count)
-    remap = vocab.encode(words)  # (W,) first-appearance id -> vocabulary id
-    ids = np.empty(int(counts.sum()), np.int32)  # (T,)
-    pos = 0
-    parts.reverse()
-    while parts:  # renumber chunk by chunk, freeing each as it is copied
-        part = parts.pop()
-        ids[pos:pos + len(part)] = remap[part]
-        pos += len(part)
-    return ids, vocab
 
 
 def windows(ids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -194,113 +108,6 @@ class Corpus:
         return out
 
 
-# --------------------------------------------------------------------------- reading sources
-
-def brown_tokens() -> list[str]:
-    """Brown as NLTK gives it, file by file, with ``<p>`` after each paragraph and ``<t>`` after
-    each text. 1,177,359 tokens on NLTK's copy (1,161,192 words, 15,667 paragraphs, 500 texts)."""
-    try:
-        from nltk.corpus import brown
-
-        fileids = brown.fileids()
-    except LookupError:
-        raise UserError(f"the Brown corpus is not in NLTK_DATA; fix: {BROWN_FIX}") from None
-    tokens: list[str] = []
-    for fid in fileids:
-        for para in brown.paras(fid):
-            for sent in para:
-                tokens.extend(sent)
-            tokens.append(PARAGRAPH)
-        tokens.append(TEXT)
-    return tokens
-
-
-def brown_source() -> Path:
-    """Where NLTK finds Brown (zip or folder); a UserError naming the fix if it is absent."""
-    import nltk.data
-
-    for root in nltk.data.path:
-        for name in ("brown.zip", "brown"):
-            p = Path(root) / "corpora" / name
-            if p.exists():
-                return p
-    raise UserError(f"the Brown corpus is not in NLTK_DATA; fix: {BROWN_FIX}")
-
-
-def brown_available() -> bool:
-    """Whether NLTK can find the Brown corpus (in ``NLTK_DATA`` or its default folders)."""
-    try:
-        brown_source()
-        return True
-    except UserError:
-        return False
-
-
-def _check_text_file(path: Path) -> None:
-    if not path.exists():
-        raise UserError(f"no such file: {path}")
-    if path.is_dir():
-        raise UserError(f"{path} is a folder, not a text file")
-
-
-def _utf8_pieces(path: Path, read_bytes: int = READ_BYTES) -> Iterator[str]:
-    """The text of a UTF-8 file, ``read_bytes`` at a time (a leading byte-order mark dropped)."""
-    with open(path, "rb") as f:
-        pending = f.read(3)  # a byte-order mark (Windows editors write one) is not part of the first word
-        done = 3 if pending == codecs.BOM_UTF8 else 0  # bytes decoded so far
-        if done:
-            pending = b""
-        while True:
-            raw = f.read(read_bytes)
-            data = pending + raw  # pending: the bytes of a character cut by the previous read
-            try:
-                text, used = codecs.utf_8_decode(data, "strict", not raw)
-            except UnicodeDecodeError as e:
-                raise UserError(f"{path} is not UTF-8 text (byte {done + e.start}): convert it first, "
-                                "e.g. with iconv") from None
-            done, pending = done + used, data[used:]
-            if text:
-                yield text
-            if not raw:
-                return
-
-
-def text_token_chunks(path: Path, read_bytes: int = READ_BYTES) -> Iterator[list[str]]:
-    """A UTF-8 text file as lists of tokens, a piece of the file at a time: whitespace-separated
-    tokens, ``<p>`` after every non-empty line. Memory: one piece and one token, whatever the file."""
-    _check_text_file(path)
-    carry, open_line, empty = "", False, True  # the unfinished last line; words of it already given
-    for piece in _utf8_pieces(path, read_bytes):
-        lines = (carry + piece).split("\n")  # a paragraph per line ("\r\n" too: split() drops the "\r")
-        carry = lines.pop()
-        out: list[str] = []
-        for line in lines:
-            words = line.split()
-            if words or open_line:
-                out.extend(words)
-                out.append(PARAGRAPH)
-            open_line = False
-        if len(carry) > read_bytes:  # a long line: give its finished words now, keep the last one
-            words = carry.split()
-            carry = words.pop() if words and not carry[-1].isspace() else ""
-            out.extend(words)
-            open_line = open_line or bool(words)
-        if out:
-            empty = False
-            yield out
-    words = carry.split()  # the last line, without a final newline
-    if words or open_line:
-        empty = False
-        yield words + [PARAGRAPH]
-    if empty:
-        raise UserError(f"{path} is empty or holds only whitespace: no tokens to model")
-
-
-def text_tokens(path: Path) -> list[str]:
-    """A UTF-8 text file: whitespace-separated tokens, ``<p>`` after every non-empty line."""
-    return [t for chunk in text_token_chunks(path) for t in chunk]
-
-
 # --------------------------------------------------------------------------- caching
 
 def cache_dir() -> Path:
@@ -323,12 +130,9 @@ def _fingerprint(kind: str, source: Path | None, min_count: int) -> str:
 def _save_cache(path: Path, ids: np.ndarray, vocab: Vocabulary) -> None:
     """Write ids and vocabulary atomically; the words as UTF-8 bytes and their lengths."""
     enc = [w.encode("utf-8") for w in vocab.words]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
-    with os.fdopen(fd, "wb") as f:
-        np.savez(f, ids=ids, counts=vocab.counts, word_bytes=np.frombuffer(b"".join(enc), np.uint8),
-                 word_lengths=np.array([len(b) for b in enc], np.int64))
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: np.savez(f, ids=ids, counts=vocab.counts,
+                                          word_bytes=np.frombuffer(b"".join(enc), np.uint8),
+                                          word_lengths=np.array([len(b) for b in enc], np.int64)))
 
 
 def _read_cache(path: Path) -> tuple[np.ndarray, Vocabulary]:
