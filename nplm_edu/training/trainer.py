@@ -125,7 +125,8 @@ class SerialBackend:
     """One process: the model's own forward/backward and the optimizer of ``config``.
 
     The paper's SGD without dropout uses the model's fused ``sgd_update`` when it has one (the
-    gradient of [U W] is never stored); otherwise ``loss_and_grads`` and :func:`sgd_step` or Adam."""
+    gradient of [U W] is never stored); otherwise ``loss_and_grads`` and
+    :func:`~nplm_edu.training.optim.sgd_step` or Adam."""
 
     writer = True  # this process writes the checkpoint and history
     interruptible = True  # Ctrl-C / SIGTERM and timed checkpoints inside an epoch
