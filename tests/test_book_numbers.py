@@ -97,6 +97,14 @@ FIGURES = [
     # chapter 6: perplexity and bits
     ("06_training", rf"Kneser-Ney 5-gram's test perplexity of {N}", kn5, ".1f"),
     ("06_training", rf"\) is {N} bits per token\. A 10%", lambda R: math.log2(kn5(R)), ".2f"),
+    # chapter 6: the sweep of the initial learning rate
+    ("06_training", rf"0 = 1\$ reaches the lowest validation perplexity, {N} after", "lr_sweep/runs[lr=1.0]/best_valid_ppl", ".1f"),
+    ("06_training", rf"lowest validation perplexity, [\d.]+ after {N} epochs", "lr_sweep/runs[lr=1.0]/best_epoch", "d"),
+    ("06_training", rf"0 = 0\.1\$ is at {N} and", "lr_sweep/runs[lr=0.1]/final_valid_ppl", ".1f"),
+    ("06_training", rf"0 = 0\.1\$ is at [\d.]+ and 0\.3 at {N}\.", "lr_sweep/runs[lr=0.3]/final_valid_ppl", ".1f"),
+    *[("06_training", rf"(?<![\d.]){re.escape(lr)}: from {N} to", f"lr_sweep/runs[lr={float(lr)}]/history/3/valid_ppl", ".1f") for lr in ("0.3", "1", "3")],
+    *[("06_training", rf"(?<![\d.]){re.escape(lr)}: from [\d.]+ to {N}", f"lr_sweep/runs[lr={float(lr)}]/history/4/valid_ppl", ".1f") for lr in ("0.3", "1", "3")],
+    ("06_training", rf"with {N} the best of the four values", "lr_sweep/best_lr", "g"),
     # chapter 7: the output share, the measured speedups and their bounds, hogwild
     ("07_parallel", rf"differ in the second decimal, {N} against", "parallel/paper_output_share_ap", ".2%"),
     ("07_parallel", rf"two processes run an update {N} times as fast as one", "parallel/speedup_m2/128", ".2f"),

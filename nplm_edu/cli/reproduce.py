@@ -9,18 +9,19 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
     python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
     python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM
+    python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 15 minutes)
 """
 
 from __future__ import annotations
 
-from ..experiments import beyond, minibatch, ngrams, table1
+from ..experiments import beyond, lr_sweep, minibatch, ngrams, table1
 from ..models.nplm import NPLMConfig
 from ..training.trainer import TrainConfig
 from .corpus import add_corpus_args, corpus_spec
 from .options import add_options, from_options
 from .train import HELP
 
-TARGETS = ("ngrams", "table1", "minibatch", "beyond")
+TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep")
 
 
 def _common(p, default_out: str) -> None:
@@ -58,6 +59,11 @@ def _beyond(args) -> int:
     cfg = from_options(TrainConfig, args, **{k: getattr(beyond.TRAIN, k) for k in _only(beyond.TRAIN,
                                                                                          beyond.TRAIN_OPTIONS)})
     beyond.run_beyond(net, cfg, from_options(beyond.BeyondOptions, args), corpus_spec(args), args.out, args.quiet)
+    return 0
+
+
+def _lr_sweep(args) -> int:
+    lr_sweep.run_lr_sweep(from_options(lr_sweep.LrSweepOptions, args), corpus_spec(args), args.out, args.quiet)
     return 0
 
 
@@ -106,3 +112,16 @@ def add_cli(subparsers) -> None:
                                                  "runs_dir": "where the run checkpoints",
                                                  "force": "train again from scratch"})
     q.set_defaults(func=_beyond)
+
+    q = sub.add_parser("lr-sweep", help="the initial learning rate eps_0 of minibatch SGD (about 15 minutes)",
+                       description="Train one Table 1 network once per eps_0 on a slice of Brown (the first "
+                                   f"{lr_sweep.SLICE[0]:,} / {lr_sweep.SLICE[1]:,} tokens unless --train-size / "
+                                   "--valid-size say otherwise) and compare validation perplexities.")
+    _common(q, "data/results/lr_sweep.json (lr_sweep_quick.json with --quick)")
+    add_options(q, lr_sweep.LrSweepOptions(), help={
+        "row": "the Table 1 network to train", "lrs": "values of eps_0, comma-separated",
+        "epochs": "epochs of every run (fixed: no early stopping)", "batch": "K of every run",
+        "decay_rate": "r of every run", "weight_decay": "weight decay of every run",
+        "seed": "initialisation and shuffling seed", "quick": f"a slice of the corpus, at most "
+                                                              f"{lr_sweep.QUICK_EPOCHS} epochs, into lr_sweep_quick.json"})
+    q.set_defaults(func=_lr_sweep)

@@ -1,7 +1,7 @@
 """The interface every language model in this package shares (n-gram, neural, mixtures).
 
 A model of order n predicts w_t from the n-1 previous words. Contexts are int arrays (K, n-1) in
-chronological order (``contexts[:, -1]`` is w_{t-1}); :meth:`nplm_edu.corpus.Corpus.windows` makes them.
+chronological order (``contexts[:, -1]`` is w_{t-1}); :meth:`nplm_edu.data.corpus.Corpus.windows` makes them.
 Perplexity is exp of the mean negative log-probability over every scored token (section 4 of the
 paper: every token counts alike, words, punctuation and marks).
 """

@@ -127,7 +127,7 @@ class NPLM(LanguageModel):
 
     # ----------------------------------------------------------------- forward
     def forward(self, contexts: np.ndarray, mask_x=None, mask_a=None) -> dict:
-        """Everything up to the output layer's inputs; caches what :meth:`backward` needs.
+        """Everything up to the output layer's inputs; caches what :meth:`loss_and_grads` needs.
         ``mask_x``, ``mask_a``: inverted-dropout masks (0 or 1/(1-p)) on x and a, None for none."""
         P, K = self.params, len(contexts)
         ids = contexts[:, ::-1]  # (K, n-1) the paper's order: w_{t-1}, w_{t-2}, ..., w_{t-n+1}

@@ -33,6 +33,7 @@ class OutputLayer:
     decayed: tuple[str, ...] = ()  # parameters under weight decay (never the biases)
 
     def init_params(self, rng: np.random.Generator, dtype) -> dict[str, np.ndarray]:
+        """The layer's parameters, drawn from ``rng``: a dict of named arrays of ``dtype``."""
         raise NotImplementedError
 
     def loss(self, params: dict, inputs: dict, targets: np.ndarray) -> tuple[float, dict]:

@@ -182,7 +182,7 @@ class FusedNPLM(NPLM):
         return loss, gy, gz, go, gx
 
     def loss_and_grads(self, contexts, targets, mask_x=None, mask_a=None):
-        """As :meth:`NPLM.loss_and_grads` (the gradient arrays may be reused by the next call)."""
+        """As :meth:`~nplm_edu.models.nplm.NPLM.loss_and_grads` (the gradient arrays may be reused by the next call)."""
         contexts, targets = self.check_ids(contexts, targets)
         cfg, P = self.config, self.params
         cache = self._forward(contexts, mask_x, mask_a)

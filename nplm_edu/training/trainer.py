@@ -153,7 +153,8 @@ class SerialBackend(ModelBackend):
     """One process: the model's own forward/backward and the optimizer of ``config``.
 
     The paper's SGD without dropout uses the model's fused ``sgd_update`` when it has one (the
-    gradient of [U W] is never stored); otherwise ``loss_and_grads`` and :func:`sgd_step` or Adam."""
+    gradient of [U W] is never stored); otherwise ``loss_and_grads`` and
+    :func:`~nplm_edu.training.optim.sgd_step` or Adam."""
 
     def __init__(self, model, config: TrainConfig):
         super().__init__(model)

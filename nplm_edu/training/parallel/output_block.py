@@ -22,9 +22,10 @@ log P(w_t | context) = y_{w_t} - Q - log S without a separate message (the paper
 CPU 0). The update equals the serial trainer's (``NPLM.loss_and_grads`` + ``train.sgd_step``) up to
 rounding: only the order of some sums differs.
 
-The arithmetic is the fused network's (:mod:`nplm_edu.numerics.fused`: :func:`features`,
-:func:`softmax_inplace` with the collectives as its ``reduce``, :func:`nll_grad_inplace`,
-:func:`features_backward`); only the Allreduce calls between the pieces are this module's.
+The arithmetic is the fused network's (:mod:`nplm_edu.numerics.fused`: :func:`~nplm_edu.numerics.fused.features`,
+:func:`~nplm_edu.numerics.fused.softmax_inplace` with the collectives as its ``reduce``,
+:func:`~nplm_edu.numerics.fused.nll_grad_inplace`, :func:`~nplm_edu.numerics.fused.features_backward`);
+only the Allreduce calls between the pieces are this module's.
 All collectives are mpi4py *buffer* calls (``Allreduce`` in place on preallocated numpy arrays).
 With ``comm=None`` (M = 1) nothing is imported from MPI and the code runs serially.
 """
