@@ -19,7 +19,10 @@ with similar feature vectors. This module makes both visible:
 
 from __future__ import annotations
 
+import html
+import itertools
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -341,28 +344,222 @@ def plot_learning_curves(history, ax=None, label: str | None = None, log: bool =
     return ax
 
 
-def explorer(snaps: Snapshots, words, labels=None, k: int = 5, metric: str = "cosine", start: str | None = None):
-    """An ipywidgets explorer: a slider over the snapshots moves the 2-D points; a word picker
-    highlights a word and its k nearest neighbours (in the full table of that snapshot).
+# --------------------------------------------------------------------------- labels without pile-ups
+def spread_labels(xy, widths, height: float, bounds, gap: float = 2.0, point: float = 4.0) -> np.ndarray:
+    """Where to write the label of each point so that no two labels overlap and none covers a point.
 
-    Returns the widget (display it as a cell's last expression)."""
+    In pixels: ``xy`` (N, 2) the points, ``widths`` (N,) and ``height`` the size of each label's box,
+    ``bounds`` (x0, y0, x1, y1) the area the labels must stay in, ``point`` the radius of a point.
+    Each label takes the nearest free spot on rings of growing radius around its point (the most
+    crowded points choose first); when no spot is free, the one it overlaps least. Returns (N, 2)
+    the centres of the label boxes.
+
+    >>> c = spread_labels(np.array([[50., 50.], [52., 50.]]), np.array([30., 30.]), 10, (0, 0, 200, 100))
+    >>> bool(abs(c[0, 1] - c[1, 1]) >= 10 or abs(c[0, 0] - c[1, 0]) >= 30)  # the boxes do not overlap
+    True
+    """
+    xy = np.asarray(xy, dtype=np.float64)
+    w = np.asarray(widths, dtype=np.float64)
+    x0, y0, x1, y1 = bounds
+    N = len(xy)
+    dots = np.hstack([xy - point, xy + point])  # (N, 4) a square around each point
+    angles = np.deg2rad([0, 45, -45, 90, -90, 135, -135, 180, 22.5, -22.5, 157.5, -157.5, 67.5, -67.5, 112.5, -112.5])
+    rings = [(0.0, 8), (8.0, 8), (16.0, 16), (28.0, 16), (42.0, 16), (60.0, 16), (85.0, 16)]
+    d2 = np.sum((xy[:, None, :] - xy[None, :, :]) ** 2, axis=-1)  # (N, N)
+    order = np.argsort(-np.sum(d2 < (3 * height) ** 2, axis=1), kind="stable")  # crowded first
+    placed = np.empty((0, 4))
+    centres = np.zeros((N, 2))
+    for i in order:
+        cand = []
+        for r, n_dir in rings:
+            a = angles[:n_dir]
+            reach = gap + point + r
+            cand.append(np.stack([xy[i, 0] + np.cos(a) * (w[i] / 2 + reach),
+                                  xy[i, 1] - np.sin(a) * (height / 2 + reach)], axis=1))
+        c = np.concatenate(cand)  # (M, 2) candidate centres, nearest first
+        boxes = np.hstack([c - [w[i] / 2, height / 2], c + [w[i] / 2, height / 2]])  # (M, 4)
+        others = np.vstack([placed, np.delete(dots, i, axis=0)])  # (K, 4)
+        ix = np.clip(np.minimum(boxes[:, None, 2], others[None, :, 2]) - np.maximum(boxes[:, None, 0], others[None, :, 0]), 0, None)
+        iy = np.clip(np.minimum(boxes[:, None, 3], others[None, :, 3]) - np.maximum(boxes[:, None, 1], others[None, :, 1]), 0, None)
+        outside = (np.clip(x0 - boxes[:, 0], 0, None) + np.clip(boxes[:, 2] - x1, 0, None)
+                   + np.clip(y0 - boxes[:, 1], 0, None) + np.clip(boxes[:, 3] - y1, 0, None))
+        cost = np.sum(ix * iy, axis=1) + 50 * outside * height  # (M,)
+        best = int(np.argmax(cost == 0)) if np.any(cost == 0) else int(np.argmin(cost + 1e-3 * np.arange(len(c))))
+        centres[i] = c[best]
+        placed = np.vstack([placed, boxes[best]])
+    return centres
+
+
+def annotate_words(ax, xy, words, fontsize: float = 10, colour="0.1"):
+    """Write each word beside its point on a matplotlib Axes without pile-ups (:func:`spread_labels`);
+    a thin grey line joins a label to its point when it had to move away. Call it once the axes'
+    limits are final (it freezes them). Returns the Text objects."""
+    xy = np.asarray(xy, dtype=np.float64)
+    ax.set_xlim(ax.get_xlim())
+    ax.set_ylim(ax.get_ylim())
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    px = ax.transData.transform(xy)  # (N, 2) display pixels, y up
+    texts = [ax.text(x, y, w, fontsize=fontsize, color=colour, ha="center", va="center", zorder=3)
+             for (x, y), w in zip(xy, words)]
+    ext = [t.get_window_extent(renderer) for t in texts]
+    point = 0.5 * np.sqrt(20) * fig.dpi / 72  # a scatter point of size 20, in pixels
+    centres = spread_labels(px, [e.width + 2 for e in ext], max(e.height for e in ext), ax.bbox.extents,
+                            point=point)
+    inv = ax.transData.inverted()
+    for t, e, c, p in zip(texts, ext, centres, px):
+        t.set_position(inv.transform(c))
+        edge = np.clip(p, c - [e.width / 2, e.height / 2], c + [e.width / 2, e.height / 2])  # nearest point of the box
+        if np.hypot(*(edge - p)) > point + 6:
+            ax.plot(*inv.transform(np.array([p, edge])).T, color="0.55", lw=0.6, zorder=1)
+    return texts
+
+
+# --------------------------------------------------------------------------- the explorer
+_EXPLORERS = itertools.count()
+_FONT = 13  # px: the explorer's word labels, legend and axis text
+
+
+def _hex(rgba) -> str:
+    return "#" + "".join(f"{round(255 * v):02x}" for v in rgba[:3])
+
+
+def _ticks(lo: float, hi: float) -> np.ndarray:
+    from matplotlib.ticker import MaxNLocator
+
+    t = MaxNLocator(5).tick_values(lo, hi)
+    return t[(t >= lo) & (t <= hi)]
+
+
+def _explorer_frame(step: int, C: np.ndarray, words, colours, k: int, metric: str, uid: str,
+                    size=(540, 450)) -> str:
+    """One moment of training as an SVG: points, their words (no pile-ups), axes, and for every word
+    the lines to its k nearest neighbours, hidden until the word is chosen (see _explorer_css).
+    Single quotes and short class names keep the many frames small in the saved widget state."""
+    W, H = size
+    left, right, top, bottom = 56, 8, 34, 46
+    xy = project(C)  # (N, 2)
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    pad = 0.06 * (hi - lo) + 1e-9
+    lo, hi = lo - pad, hi + pad
+    sx = lambda x: left + (x - lo[0]) / (hi[0] - lo[0]) * (W - left - right)  # noqa: E731
+    sy = lambda y: top + (hi[1] - y) / (hi[1] - lo[1]) * (H - top - bottom)  # noqa: E731
+    P = np.round(np.stack([sx(xy[:, 0]), sy(xy[:, 1])], axis=1)).astype(int)  # (N, 2) whole pixels, y down
+    nn, _ = nearest_neighbours(C, np.arange(len(words)), k, metric)  # (N, k)
+    near = [[] for _ in words]  # near[i]: the words i is a neighbour of
+    for j, row in enumerate(nn):
+        for i in row:
+            near[i].append(j)
+    widths = np.array([0.6 * _FONT * len(w) + 4 for w in words])
+    L = np.round(spread_labels(P, widths, _FONT + 2, (left, top, W - right, H - bottom))).astype(int)
+    out = [f"<rect x='{left}' y='{top}' width='{W - left - right}' height='{H - top - bottom}' class='ax'/>"]
+    for t in _ticks(lo[0], hi[0]):
+        x = round(sx(t))
+        out.append(f"<path d='M{x} {H - bottom}v5' class='ax'/><text x='{x}' y='{H - bottom + 19}' class='c'>{t:g}</text>")
+    for t in _ticks(lo[1], hi[1]):
+        y = round(sy(t))
+        out.append(f"<path d='M{left - 5} {y}h5' class='ax'/><text x='{left - 8}' y='{y}' class='r'>{t:g}</text>")
+    names = ("feature 1", "feature 2") if C.shape[1] == 2 else ("principal component 1", "principal component 2")
+    out.append(f"<text x='{(left + W - right) // 2}' y='{H - 6}' class='c'>{names[0]}</text>"
+               f"<text transform='translate(14 {(top + H - bottom) // 2}) rotate(-90)' class='c'>{names[1]}</text>"
+               f"<text x='{left}' y='{top - 12}' class='h'>after {step:,} updates</text>")
+    for j, row in enumerate(nn):
+        out.append(f"<path class='hl w{j}' d='" + "".join(f"M{P[j, 0]} {P[j, 1]}L{P[i, 0]} {P[i, 1]}" for i in row) + "'/>")
+    for i in range(len(words)):
+        edge = np.clip(P[i], L[i] - [widths[i] / 2, (_FONT + 2) / 2], L[i] + [widths[i] / 2, (_FONT + 2) / 2])
+        if np.hypot(*(edge - P[i])) > 10:
+            out.append(f"<path d='M{P[i, 0]} {P[i, 1]}L{edge[0]:.0f} {edge[1]:.0f}' class='ld'/>")
+    for i, w in enumerate(words):
+        cls = " ".join([f"w{i}"] + [f"n{j}" for j in near[i]])
+        out.append(f"<circle class='{cls} k{colours[i]}' cx='{P[i, 0]}' cy='{P[i, 1]}' r='4.5'/>")
+    for i, w in enumerate(words):
+        cls = " ".join([f"w{i}"] + [f"n{j}" for j in near[i]])
+        out.append(f"<text class='t {cls}' x='{L[i, 0]}' y='{L[i, 1]}'>{html.escape(w, quote=False)}</text>")
+    return (f"<div class='{uid}'><svg viewBox='0 0 {W} {H}' width='{W}' height='{H}' role='img' "
+            f"aria-label='the words after {step:,} updates'>{''.join(out)}</svg></div>")
+
+
+def _explorer_css(uid: str, palette: list[str]) -> str:
+    """The frames' look, shared by all of them (colours by class, text, axes, hidden lines)."""
+    u = f".{uid}"
+    return ("<style>"
+            f"{u} svg{{max-width:100%;height:auto;background:#fff;font:{_FONT}px sans-serif;fill:#222}}"
+            f"{u} .ax{{fill:none;stroke:#888}}{u} .ld{{stroke:#aaa}}{u} .hl{{display:none;stroke:#222;stroke-width:1.3}}"
+            f"{u} .c,{u} .t{{text-anchor:middle}}{u} .r{{text-anchor:end}}{u} .r,{u} .t{{dominant-baseline:central}}"
+            f"{u} .h{{font-size:{_FONT + 2}px;font-weight:bold}}"
+            + "".join(f"{u} .k{c}{{fill:{hexa}}}" for c, hexa in enumerate(palette))
+            + "</style>")
+
+
+def _explorer_style(uid: str, j: int | None) -> str:
+    """The CSS that highlights word j (None: no word) and its neighbours in every frame."""
+    if j is None:
+        return "<style></style>"
+    u = f".{uid}"
+    return ("<style>"
+            f"{u} .hl.w{j}{{display:inline}}"
+            f"{u} circle.w{j}{{stroke:crimson;stroke-width:6px}}"
+            f"{u} circle.n{j}{{stroke:#111;stroke-width:3px}}"
+            f"{u} text.w{j}{{fill:crimson;font-weight:bold}}"
+            f"{u} text.n{j}{{font-weight:bold}}"
+            f"{u} circle:not(.w{j}):not(.n{j}),{u} text.t:not(.w{j}):not(.n{j}){{opacity:.5}}"
+            "</style>")
+
+
+def _frame_indices(n: int, frames: int) -> list[int]:
+    """Which of n snapshots to draw: all when n <= frames, else the first frames // 2 and then
+    further and further apart (training moves fastest at the start), the last one always."""
+    if n <= frames:
+        return list(range(n))
+    head = frames // 2
+    tail = np.round(np.geomspace(head, n - 1, frames - head)).astype(int)
+    return sorted(set(range(head)) | set(tail.tolist()))
+
+
+def explorer(snaps: Snapshots, words, labels=None, k: int = 5, metric: str = "cosine", start: str | None = None,
+             frames: int = 40):
+    """An ipywidgets explorer of the m = 2 features during training (paper, section 5: "so that the
+    learned representation can be displayed"): a slider over the snapshots moves the points; a word
+    picker highlights a word and its k nearest neighbours (in the full table of that snapshot).
+
+    It needs no kernel once drawn, so it also works in the rendered book: every frame (at most
+    ``frames`` snapshots: all the early ones, then further apart) is drawn here as SVG, with every
+    word's neighbour lines hidden in it; ipywidgets' ``jslink``, which runs in the browser, ties the
+    slider to a Stack of the frames and the picker to a Stack of style sheets, one per word, that
+    show that word's lines. Returns the widget: VBox([HBox([slider, picker]), HBox([frames,
+    legend]), styles]); display it as a cell's last expression."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     if len(snaps) == 0:
         raise UserError("no snapshots recorded")
+    if frames < 2:
+        raise UserError(f"frames must be at least 2, got {frames}")
     words = list(words)
-    slider = widgets.IntSlider(value=len(snaps) - 1, min=0, max=len(snaps) - 1, step=1,
-                               description="snapshot", continuous_update=False)
+    if len(words) != len(snaps[0][1]):
+        raise UserError(f"{len(words)} words for {len(snaps[0][1])} rows in each snapshot")
+    table = class_colours(labels) if labels is not None else {}
+    palette = [_hex(rgba) for rgba in table.values()] + ["#999999" if labels is not None else "#1f77b4"]
+    slot = {c: n for n, c in enumerate(table)}
+    colours = [slot.get(c, len(table)) for c in labels] if labels is not None else [0] * len(words)
+    which = _frame_indices(len(snaps), frames)
+    uid = f"nplmx{next(_EXPLORERS)}-{zlib.crc32(repr((words, snaps.steps)).encode()):08x}"  # CSS scope
+    first = widgets.HTML()
+    layout, style = first.layout, first.style  # one of each, shared by every frame: a smaller saved state
+    html_widget = lambda value: widgets.HTML(value, layout=layout, style=style)  # noqa: E731
+    pictures = widgets.Stack([html_widget(_explorer_frame(*snaps[i], words, colours, k, metric, uid)) for i in which],
+                             selected_index=len(which) - 1)
+    styles = widgets.Stack([html_widget(_explorer_style(uid, j)) for j in [None, *range(len(words))]])
+    legend = "".join(f"<div><span style='display:inline-block;width:11px;height:11px;border-radius:50%;"
+                     f"background:{_hex(rgba)};margin-right:6px'></span>{html.escape(str(c))}</div>"
+                     for c, rgba in table.items())
+    legend = widgets.HTML(_explorer_css(uid, palette) +
+                          f"<div style='font-size:{_FONT}px;line-height:1.55;padding-top:34px'>{legend}</div>")
+    slider = widgets.IntSlider(value=len(which) - 1, min=0, max=len(which) - 1, step=1, description="training",
+                               readout=False, continuous_update=True)
     picker = widgets.Dropdown(options=["(none)"] + words, value=start if start in words else "(none)",
                               description="word")
-
-    def draw(i, word):
-        step, C = snaps[i]
-        fig, ax = plt.subplots(figsize=(6.5, 5.5))
-        plot_features(C, words, labels, ax=ax, highlight=None if word == "(none)" else word, k=k,
-                      metric=metric, title=f"after {step:,} updates")
-        plt.show()
-
-    out = widgets.interactive_output(draw, {"i": slider, "word": picker})  # redraws on every change
-    return widgets.VBox([widgets.HBox([slider, picker]), out])
+    styles.selected_index = picker.index
+    box = widgets.VBox([widgets.HBox([slider, picker]), widgets.HBox([pictures, legend]), styles])
+    box.links = (widgets.jslink((slider, "value"), (pictures, "selected_index")),
+                 widgets.jslink((picker, "index"), (styles, "selected_index")))
+    return box
