@@ -88,9 +88,13 @@ $(VENDOR_JS)/versions.json:
 	@printf '{"requirejs": "%s", "html-manager": "%s", "mathjax": "%s"}\n' $(REQUIREJS_VERSION) \
 	  $(HTML_MANAGER_VERSION) $(MATHJAX_VERSION) > $@
 
-# Needs Debian's Chromium: `apt-get install -y chromium` (as root). Every page of the built book is
-# opened at 1280 px with the network cut off; see tests/browser/check_book.py for what fails.
-browser-check: book vendor-js  ## open every built page in headless Chromium and fail on what a reader would see broken
+# Needs Debian's Chromium: `apt-get install -y chromium` (as root). First a self-test (the check must
+# fail a few deliberately broken pages and pass a good one), then every page of the built book at
+# 1280 px with the network cut off; tests/browser/check_book.py says what fails. Screenshots of every
+# page and of every control before and after it is moved go to _build/screenshots/.
+browser-check: book vendor-js  ## open every built page in headless Chromium (apt-get install -y chromium); fail on what a reader would see broken
+	@command -v chromium >/dev/null || { echo "error: chromium not found; install Debian's package: apt-get install -y chromium"; exit 2; }
+	$(PY) tests/browser/selftest.py
 	$(PY) tests/browser/check_book.py _build/html --vendor-js $(VENDOR_JS) --screenshots _build/screenshots
 
 clean:  ## remove the built book and caches (keeps .venv)

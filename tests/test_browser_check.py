@@ -42,12 +42,14 @@ def test_broken_links_and_anchors(tmp_path):
     page.write_text('<h1 id="here">B</h1>')
     soup = _soup('<a href="a.html#top">1</a> <a href="a.html#nope">2</a> <a href="gone.html">3</a>'
                  '<a href="#here">4</a> <a href="#missing">5</a> <a href="https://example.org/x">6</a>'
-                 '<a href="mailto:x@y">7</a> <a href="../../outside.html">8</a>')
+                 '<a href="mailto:x@y">7</a> <a href="../../outside.html">8</a>'
+                 '<a href="https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/./book/a.ipynb">9</a>')
     found = cb.broken_links(soup, page, tmp_path)
     assert found == ["broken anchor: a.html#nope (no id 'nope' in a.html)",
                      "broken link: gone.html (no book/gone.html)",
                      "broken anchor: #missing (no id 'missing' in b.html)",
-                     "link outside the book: ../../outside.html"]
+                     "link outside the book: ../../outside.html",
+                     "malformed link: https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/./book/a.ipynb"]
 
 
 def test_cdn_addresses_are_served_from_local_copies():

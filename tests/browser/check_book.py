@@ -157,7 +157,9 @@ def broken_links(soup: BeautifulSoup, page: Path, root: Path) -> list[str]:
         href = a["href"].strip()
         parts = urllib.parse.urlsplit(href)
         if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")) or href in ("", "#"):
-            continue  # external (not checked: the machine may be offline) or empty
+            if re.search(r"/\.\.?/", href):  # a launch or repository link built from a path like ./book
+                found.append(f"malformed link: {href}")
+            continue  # external (not fetched: the machine may be offline) or empty
         target = page if not parts.path else (page.parent / urllib.parse.unquote(parts.path)).resolve()
         if target.is_dir():
             target = target / "index.html"
