@@ -14,7 +14,9 @@ with similar feature vectors. This module makes both visible:
   copy of C (or of selected rows) every few updates;
 * plots (matplotlib; every function returns its Figure or Axes and takes ``ax=`` where sensible):
   :func:`plot_features`, :func:`plot_snapshots`, :func:`plot_agreement`, :func:`plot_learning_curves`,
-  and :func:`explorer`, an ipywidgets slider over training time with a word picker.
+  and :func:`explorer`, an ipywidgets slider over training time with a word picker, which keeps
+  working in a static page (the rendered book) with no kernel;
+* :func:`spread_labels` / :func:`annotate_words`: word labels placed so that they do not pile up.
 """
 
 from __future__ import annotations
