@@ -90,7 +90,7 @@ def version_mismatches(text: str, vendored: dict) -> list[str]:
             have = vendored.get(name, "")
             if not (have == want or have.startswith(want + ".")):
                 found.append(f"the page loads {name} {want} but the local copy is {have or 'missing'}: "
-                             f"update the versions in the Makefile's vendor-js target and rerun it")
+                             f"set the versions in the Makefile (vendor-js) to the page's and run make vendor-js")
     return found
 
 
