@@ -14,7 +14,7 @@ endif
 # (No MPLBACKEND here: notebooks need the inline backend to store their figures.)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: help venv book test test-unit test-notebooks test-book notebooks bench browser-check clean
+.PHONY: help venv book test test-unit test-notebooks test-book notebooks bench vendor-js browser-check need-chromium clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -64,8 +64,43 @@ notebooks: venv  ## execute every notebook in place and store its outputs (after
 bench: venv  ## run the benchmarks (minutes; results printed, not asserted)
 	@for b in benchmarks/bench_*.py; do echo ">> $$b"; $(PY) $$b || exit 1; done
 
-browser-check: book  ## open every built page in headless Chromium (needs Debian's chromium)
-	$(PY) tests/browser/check_book.py _build/html
+# The browser check serves the scripts the built pages load from CDNs (require.js, the widget manager,
+# MathJax) from local copies of their npm packages, at the versions the pages name, so that it sees
+# what a reader sees with no network. `make vendor-js` fetches them once (needs npm) into $(VENDOR_JS).
+VENDOR_JS ?= .cache/vendor-js
+REQUIREJS_VERSION := 2.3.4
+HTML_MANAGER_VERSION := 1.0.6
+MATHJAX_VERSION := 3.2.2
+
+VENDOR_STAMP := $(VENDOR_JS)/.fetched-$(REQUIREJS_VERSION)-$(HTML_MANAGER_VERSION)-$(MATHJAX_VERSION)
+
+vendor-js: $(VENDOR_STAMP)  ## fetch require.js, the widget manager and MathJax from npm (for browser-check)
+
+$(VENDOR_STAMP):
+	@command -v npm >/dev/null || { echo "error: npm not found; install it (apt-get install -y npm)"; exit 2; }
+	@echo ">> fetching require.js $(REQUIREJS_VERSION), @jupyter-widgets/html-manager $(HTML_MANAGER_VERSION), MathJax $(MATHJAX_VERSION) into $(VENDOR_JS)"
+	@rm -rf $(VENDOR_JS) && mkdir -p $(VENDOR_JS)/npm
+	cd $(VENDOR_JS)/npm && npm pack --silent requirejs@$(REQUIREJS_VERSION) \
+	  @jupyter-widgets/html-manager@$(HTML_MANAGER_VERSION) mathjax@$(MATHJAX_VERSION) >/dev/null
+	tar -xzf $(VENDOR_JS)/npm/requirejs-$(REQUIREJS_VERSION).tgz -O package/require.js > $(VENDOR_JS)/require.min.js
+	mkdir -p $(VENDOR_JS)/html-manager && tar -xzf $(VENDOR_JS)/npm/jupyter-widgets-html-manager-$(HTML_MANAGER_VERSION).tgz \
+	  -C $(VENDOR_JS)/html-manager --strip-components=1 package/dist
+	mkdir -p $(VENDOR_JS)/mathjax && tar -xzf $(VENDOR_JS)/npm/mathjax-$(MATHJAX_VERSION).tgz -C $(VENDOR_JS)/mathjax --strip-components=2 package/es5
+	@rm -rf $(VENDOR_JS)/npm
+	@printf '{"requirejs": "%s", "html-manager": "%s", "mathjax": "%s"}\n' $(REQUIREJS_VERSION) \
+	  $(HTML_MANAGER_VERSION) $(MATHJAX_VERSION) > $(VENDOR_JS)/versions.json
+	@touch $@
+
+# Needs Debian's Chromium: `apt-get install -y chromium` (as root). First a self-test (the check must
+# fail a few deliberately broken pages and pass a good one), then every page of the built book at
+# 1280 px with the network cut off; tests/browser/check_book.py says what fails. Screenshots of every
+# page and of every control before and after it is moved go to _build/screenshots/.
+browser-check: need-chromium book vendor-js  ## open every built page in headless Chromium (apt-get install -y chromium); fail on what a reader would see broken
+	$(PY) tests/browser/selftest.py
+	$(PY) tests/browser/check_book.py _build/html --vendor-js $(VENDOR_JS) --screenshots _build/screenshots
+
+need-chromium:
+	@command -v chromium >/dev/null || { echo "error: chromium not found; install Debian's package: apt-get install -y chromium"; exit 2; }
 
 clean:  ## remove the built book and caches (keeps .venv)
 	rm -rf _build .pytest_cache

@@ -1,96 +1,101 @@
-"""Open every page of the built book in headless Chromium; screenshot it; list what is broken.
+"""Open every page of the built book in headless Chromium, as a reader with no kernel would; list what is broken.
 
-    python tests/browser/check_book.py [_build/html] [--screenshots _build/screenshots]
+    python tests/browser/check_book.py [_build/html] [--vendor-js .cache/vendor-js] [--screenshots DIR]
 
-Not part of the quick test suite (pytest does not collect this file: no ``test_`` names, and
-tests/browser/conftest.py ignores the folder). Needs Debian's Chromium:
-``apt-get install -y chromium`` (executable /usr/bin/chromium; ``--chromium PATH`` for another).
+Run by ``make browser-check`` (after ``make book`` and ``make vendor-js``); not part of the quick test
+suite (tests/browser/conftest.py keeps pytest out of this folder). Needs Debian's Chromium:
+``apt-get install -y chromium`` (as root; ``--chromium PATH`` for another binary).
 
-How: the book folder is served on a free localhost port (``http.server`` in a thread). Each
-chapter page (every ``book/*.html``) is opened twice with ``chromium --headless``:
-``--screenshot`` saves a picture, and ``--dump-dom`` of a small checker page, which loads the
-chapter in a same-origin iframe, lets its JavaScript run (``--virtual-time-budget``) and writes
-what it finds into its own DOM, where Python reads it. Problems found:
+How: the built book is served on a free localhost port. The scripts the pages load from CDNs
+(require.js, @jupyter-widgets/html-manager's embed-amd.js, MathJax) are served from local copies of
+their npm packages (``make vendor-js``: ``--vendor-js DIR``), at the versions the pages name, and the
+browser can resolve no other host: the check sees what a reader sees, with no network. Each page
+is opened at ``--width`` (1280) CSS pixels through the DevTools protocol (tests/browser/cdp.py),
+every folded block (hidden cells, solutions) is opened, and tests/browser/inspect_page.js measures
+it. A page fails on
 
-* a Python error in an output (a traceback output, ``Traceback (most recent call last)`` in a cell
-  output, or a docutils system message left in the page);
-* a missing image (an ``<img>`` whose ``naturalWidth`` is 0 once the page has loaded);
-* a broken internal link (an href to a local file that the server does not have, or to an anchor
-  ``#id`` that the target page does not define);
-* an empty widget area (a widget view output whose rendered container has no children).
-  Widgets are drawn by JavaScript fetched from a CDN (require.js and @jupyter-widgets/html-manager's
-  embed-amd.js). Offline, pass ``--vendor-js DIR`` with local copies of ``require.min.js`` and
-  ``embed-amd.js`` (from the npm packages requirejs and @jupyter-widgets/html-manager, the
-  versions the page names): the server then rewrites the pages to load those, so the widgets
-  really render from the state embedded in the page. Without it, when the CDN cannot be reached,
-  empty widget areas are listed as warnings, not failures, unless ``--strict-widgets`` is given.
+* a console error, an uncaught exception or a failed request (any, including a 404);
+* math left unrendered (raw ``\\(`` ``\\[`` ``$$`` outside code, a math element MathJax did not
+  typeset, a MathJax error);
+* content wider than the column: an element sticking out of the article column, or one that
+  hides part of its content behind a horizontal scroll bar (tables, code, outputs, equations);
+* an image shown below ``--min-scale`` of its own size (matplotlib's 10 pt text at 100 dpi is
+  13.9 px at full size; below 0.8 it falls under 11 px) or missing;
+* a widget area that drew nothing, and a control that changes nothing: every slider in a cell
+  output is dragged with the mouse and every drop-down set to another choice, and the output's
+  picture (with the controls themselves hidden) is compared before and after, pixel for pixel;
+* a Python error in an output or a docutils system message; a broken internal link or anchor.
 
-Exit status: 0 when no problem is found, 1 otherwise (the problems are listed), 2 on bad usage.
+One screenshot per page (in parts of 4000 px) and the before/after pictures of every control go
+to ``--screenshots``. Exit status: 0 when no problem is found, 1 otherwise (each problem listed),
+2 on bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import dataclasses
 import functools
 import http.server
 import json
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import threading
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from bs4 import BeautifulSoup
 
-CHECKER = "/__nplm_check__.html"
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+sys.path.insert(0, str(Path(__file__).parent))
+from cdp import Browser, CDPError, Page  # noqa: E402
 
-# The checker page: loads ?page=... in an iframe, waits, then reports what the browser sees.
-CHECKER_HTML = """<!doctype html><html><head><meta charset="utf-8"></head><body>
-<pre id="result">pending</pre>
-<iframe id="f" style="width:1280px;height:20000px;border:0"></iframe>
-<script>
-const page = new URLSearchParams(location.search).get("page");
-const wait = Number(new URLSearchParams(location.search).get("wait") || 3000);
-const f = document.getElementById("f");
-f.onload = () => setTimeout(() => {
-  const d = f.contentDocument, out = {images: [], widgets: [], loaded: true};
-  for (const img of d.querySelectorAll("img")) {
-    if (!img.complete || img.naturalWidth === 0) out.images.push(img.getAttribute("src"));
-  }
-  for (const s of d.querySelectorAll('script[type="%s"]')) {
-    const prev = s.previousElementSibling;
-    const area = prev && prev.classList.contains("widget-subarea") ? prev : null;
-    let model = "";
-    try { model = JSON.parse(s.textContent).model_id; } catch (e) {}
-    out.widgets.push({model: model, rendered: !!(area && area.children.length > 0 &&
-                                                area.getBoundingClientRect().height > 0)});
-  }
-  document.getElementById("result").textContent = JSON.stringify(out);
-}, wait);
-f.src = page;
-</script></body></html>""" % WIDGET_VIEW
-
+INSPECT_JS = (Path(__file__).parent / "inspect_page.js").read_text(encoding="utf-8")
 
 # --------------------------------------------------------------------------- serving
 VENDOR = "/__vendor__/"
-# a <script src="https://.../require.min.js" ...> or <script src="https://.../embed-amd.js" ...> tag
-_CDN_SCRIPT = re.compile(r'<script([^>]*?)\ssrc="https?://[^"]*/(require(?:\.min)?\.js|embed-amd\.js)"([^>]*)>')
+# The CDN addresses the built pages load scripts from (in HTML and in the book's own JavaScript),
+# the name of the npm package behind each (versions.json of the vendor folder), and where its
+# local copy is served. Group 1 of each pattern is the version the page names.
+CDN = [
+    (re.compile(r"https://cdnjs\.cloudflare\.com/ajax/libs/require\.js/([0-9][^/\"']*)/require\.min\.js"),
+     "requirejs", VENDOR + "require.min.js"),
+    (re.compile(r"https://cdn\.jsdelivr\.net/npm/@jupyter-widgets/html-manager@([0-9][^/\"']*)"),
+     "html-manager", VENDOR + "html-manager"),
+    (re.compile(r"https://cdn\.jsdelivr\.net/npm/mathjax@([0-9][^/\"']*)/es5"), "mathjax", VENDOR + "mathjax"),
+]
+_TAG = re.compile(r"<(?:script|link)\b[^>]*>")
 
 
-def _local_script(m: re.Match) -> str:
-    attrs = re.sub(r'\s(integrity|crossorigin)="[^"]*"', "", m.group(1) + m.group(3))  # SRI hashes are the CDN's
-    name = "require.min.js" if m.group(2).startswith("require") else m.group(2)
-    return f'<script{attrs} src="{VENDOR}{name}">'
+def localise(text: str) -> str:
+    """``text`` (a page or a script of the book) with the CDN addresses replaced by the local copies;
+    subresource-integrity hashes are dropped from the tags that now load a local copy (npm's
+    require.js is not the CDN's minified file)."""
+    for pattern, _, local in CDN:
+        text = pattern.sub(local, text)
+
+    def strip(m: re.Match) -> str:
+        tag = m.group(0)
+        return re.sub(r'\s(integrity|crossorigin)="[^"]*"', "", tag) if VENDOR in tag else tag
+    return _TAG.sub(strip, text)
+
+
+def version_mismatches(text: str, vendored: dict) -> list[str]:
+    """Scripts the page names at another version than the local copies (``3`` matches ``3.2.2``)."""
+    found = []
+    for pattern, name, _ in CDN:
+        for want in sorted(set(pattern.findall(text))):
+            have = vendored.get(name, "")
+            if not (have == want or have.startswith(want + ".")):
+                found.append(f"the page loads {name} {want} but the local copy is {have or 'missing'}: "
+                             f"set the versions in the Makefile (vendor-js) to the page's and run make vendor-js")
+    return found
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    vendor: Path | None = None  # folder with require.min.js and embed-amd.js, or None
+    vendor: Path = Path(".")
 
     def _send(self, body: bytes, ctype: str) -> None:
         self.send_response(200)
@@ -100,58 +105,29 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):  # noqa: N802 (http.server's name)
-        path = urllib.parse.urlsplit(self.path).path
-        if path == CHECKER:
-            return self._send(CHECKER_HTML.encode(), "text/html; charset=utf-8")
-        if self.vendor is not None and path.startswith(VENDOR):
-            f = self.vendor / Path(path[len(VENDOR):]).name
-            if f.is_file():
-                return self._send(f.read_bytes(), "application/javascript")
-        if self.vendor is not None and path.endswith(".html"):
+        path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        if path.startswith(VENDOR):
+            f = (self.vendor / path[len(VENDOR):]).resolve()
+            if f.is_relative_to(self.vendor.resolve()) and f.is_file():
+                return self._send(f.read_bytes(), self.guess_type(str(f)))
+            return self.send_error(404)
+        if path.endswith((".html", ".js")):
             f = Path(self.translate_path(path))
             if f.is_file():
-                html = _CDN_SCRIPT.sub(_local_script, f.read_text(encoding="utf-8", errors="replace"))
-                return self._send(html.encode(), "text/html; charset=utf-8")
+                text = localise(f.read_text(encoding="utf-8", errors="replace"))
+                return self._send(text.encode(), self.guess_type(str(f)))
         super().do_GET()
 
     def log_message(self, *args):  # quiet
         pass
 
 
-def serve(root: Path, vendor: Path | None = None) -> tuple[http.server.ThreadingHTTPServer, str]:
-    """Serve ``root`` on 127.0.0.1 at a free port, in a daemon thread. Returns (server, base URL)."""
+def serve(root: Path, vendor: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """Serve ``root`` (and ``vendor`` under /__vendor__/) on 127.0.0.1 at a free port, in a thread."""
     handler = functools.partial(type("Handler", (_Handler,), {"vendor": vendor}), directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-
-# --------------------------------------------------------------------------- chromium
-def chromium(exe: str, args: list[str], budget_ms: int, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run headless Chromium once with a throw-away profile."""
-    with tempfile.TemporaryDirectory(prefix="nplm-chromium-") as profile:
-        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--disable-dev-shm-usage", "--hide-scrollbars", f"--user-data-dir={profile}",
-               f"--virtual-time-budget={budget_ms}", *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def browser_view(exe: str, base: str, page_url: str, budget_ms: int, wait_ms: int) -> dict | None:
-    """What the browser sees on ``page_url`` (images not drawn, widget areas), or None on failure."""
-    q = urllib.parse.urlencode({"page": page_url, "wait": wait_ms})
-    res = chromium(exe, ["--dump-dom", f"{base}{CHECKER}?{q}"], budget_ms)
-    pre = BeautifulSoup(res.stdout, "html.parser").find(id="result")
-    try:
-        return json.loads(pre.get_text()) if pre is not None else None
-    except json.JSONDecodeError:
-        return None
-
-
-def screenshot(exe: str, url: str, out: Path, budget_ms: int) -> bool:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    chromium(exe, [f"--screenshot={out}", "--window-size=1280,2000", url], budget_ms)
-    return out.exists() and out.stat().st_size > 0
 
 
 # --------------------------------------------------------------------------- static checks
@@ -181,7 +157,9 @@ def broken_links(soup: BeautifulSoup, page: Path, root: Path) -> list[str]:
         href = a["href"].strip()
         parts = urllib.parse.urlsplit(href)
         if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")) or href in ("", "#"):
-            continue  # external (not checked: the machine may be offline) or empty
+            if re.search(r"/\.\.?/", href):  # a launch or repository link built from a path like ./book
+                found.append(f"malformed link: {href}")
+            continue  # external (not fetched: the machine may be offline) or empty
         target = page if not parts.path else (page.parent / urllib.parse.unquote(parts.path)).resolve()
         if target.is_dir():
             target = target / "index.html"
@@ -199,105 +177,221 @@ def broken_links(soup: BeautifulSoup, page: Path, root: Path) -> list[str]:
     return found
 
 
-@functools.lru_cache(maxsize=None)
-def reachable(url: str) -> bool:
+# --------------------------------------------------------------------------- in the browser
+def save_full_page(page: Page, out: Path, part_height: int = 2000, max_parts: int = 0) -> list[Path]:
+    """Screenshots of the page as a reader scrolls it, at the viewport's width, in parts of
+    ``part_height`` pixels (the viewport is made that tall while they are taken); all of it, or
+    its first ``max_parts`` parts."""
+    for old in [out, *out.parent.glob(out.stem + "-[0-9]*.png")]:
+        old.unlink(missing_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    page.send("Emulation.setDeviceMetricsOverride",
+              {"width": page.width, "height": part_height, "deviceScaleFactor": 1, "mobile": False})
+    files = []
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5) as r:
-            return r.status < 400
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
+        height = int(page.evaluate("document.documentElement.scrollHeight"))
+        for k, y in enumerate(range(0, height, part_height)):
+            if max_parts and k >= max_parts:
+                break
+            page.evaluate(f"window.scrollTo(0, {y})")
+            time.sleep(0.15)
+            f = out if k == 0 else out.with_name(f"{out.stem}-{k + 1}.png")
+            f.write_bytes(base64.b64decode(page.send("Page.captureScreenshot", {"format": "png"}, timeout=60)["data"]))
+            files.append(f)
+    finally:
+        page.send("Emulation.setDeviceMetricsOverride",
+                  {"width": page.width, "height": page.height, "deviceScaleFactor": 1, "mobile": False})
+    return files
 
 
-def widget_scripts(soup: BeautifulSoup) -> list[str]:
-    """External scripts a page loads to draw widgets (require.js, the html-manager bundle)."""
-    return [s["src"] for s in soup.find_all("script", src=True)
-            if s["src"].startswith("http") and ("require" in s["src"] or "html-manager" in s["src"])]
+def stable_shot(page: Page, box: dict, settle_ms: int, tries: int = 6) -> bytes:
+    """A screenshot of ``box`` (controls and pinned bars hidden) once two in a row agree: a picture
+    still drawing must not pass for one that responded."""
+    page.evaluate("__nplm.mask(true)")
+    try:
+        shot = page.screenshot(box)
+        for _ in range(tries):
+            time.sleep(settle_ms / 4000)
+            again = page.screenshot(box)
+            if again == shot:
+                break
+            shot = again
+        return shot
+    finally:
+        page.evaluate("__nplm.mask(false)")
+
+
+def exercise_controls(page: Page, shots: Path, stem: str, settle_ms: int) -> tuple[list[str], list[str]]:
+    """Move every control in the page's outputs; a control whose picture does not change is a problem.
+
+    Returns (problems, notes)."""
+    problems, notes = [], []
+    controls = page.evaluate("__nplm.controls()")
+    for c in controls:
+        i, what = c["index"], f"{c['kind']} {c['label']!r}" if c["label"] else c["kind"]
+        if c["kind"] == "select" and (c["options"] or 0) < 2:
+            continue
+        before = stable_shot(page, c["picture"], settle_ms)
+        if c["kind"] == "select":
+            choice = (c["selected"] + 1) % c["options"]
+            moved = f"chose {page.evaluate(f'__nplm.choose({i}, {choice})')!r}"
+        else:
+            a = page.evaluate(f"__nplm.aim({i})")
+            if a["isRange"]:  # a native range input moves to where it is clicked
+                page.mouse("mousePressed", a["x1"], a["y1"], 1)
+                page.mouse("mouseReleased", a["x1"], a["y1"])
+            else:
+                page.drag(a["x0"], a["y0"], a["x1"], a["y1"])
+            moved = "dragged it"
+        time.sleep(settle_ms / 1000)
+        after_box = next((d["picture"] for d in page.evaluate("__nplm.controls()") if d["index"] == i), c["picture"])
+        after = stable_shot(page, after_box, settle_ms)
+        for tag, png in (("before", before), ("after", after)):
+            (shots / f"{stem}__control{i}-{tag}.png").write_bytes(png)
+        if before == after:
+            problems.append(f"the {what} changes nothing: {moved}, and the output's picture stayed "
+                            f"identical ({shots / f'{stem}__control{i}-after.png'})")
+        else:
+            notes.append(f"{what}: {moved}, the picture changed")
+    return problems, notes
+
+
+@dataclasses.dataclass
+class Options:
+    """How the pages are looked at (see main's flags)."""
+    shots: Path = Path("_build/screenshots")
+    width: int = 1280
+    min_scale: float = 0.8
+    timeout: float = 20.0
+    settle_ms: int = 800
+    full_shots: str = r"^(book/|index\.html$)"  # pages screenshotted whole; the others, their first screen
+
+
+def browser_problems(page: Page, url: str, stem: str, opt: Options, whole: bool) -> tuple[list[str], dict]:
+    """Open ``url`` and list what a reader would find broken; also save the screenshots."""
+    found = page.goto(url, opt.timeout)
+    page.evaluate(INSPECT_JS)
+    page.evaluate(f"__nplm.ready({int(opt.timeout * 1000)})", timeout=opt.timeout + 10)
+    page.evaluate("__nplm.openAll()")
+    time.sleep(0.3)
+    view = page.evaluate(f"__nplm.inspect({opt.min_scale})")
+    found += view["math"]
+    found += view["overflow"]
+    for im in view["images"]:
+        if im.get("missing"):
+            found.append(f"missing image: {im['src']}")
+        elif im["small"]:
+            found.append(f"image shown at {im['scale']:.0%} of its size ({im['shown']} of {im['natural']} px; "
+                         f"under {opt.min_scale:.0%} its text is too small to read): {im['where']}")
+    empty = sum(not w["rendered"] for w in view["widgets"])
+    if empty:
+        found.append(f"{empty} of {len(view['widgets'])} widget areas drew nothing")
+    moved, notes = exercise_controls(page, opt.shots, stem, opt.settle_ms)
+    found += moved
+    page.evaluate("__nplm.reset()")
+    files = save_full_page(page, opt.shots / f"{stem}.png", 2000 if whole else page.height, 0 if whole else 1)
+    found += page.console_problems()  # last: includes anything the controls set off
+    return found, {"widgets": len(view["widgets"]), "controls": notes, "screenshots": files}
 
 
 # --------------------------------------------------------------------------- driver
-def chapter_pages(root: Path) -> list[Path]:
-    pages = sorted((root / "book").glob("*.html"))
-    if not pages:  # a book built without a book/ folder
-        pages = sorted(p for p in root.glob("*.html") if p.stem not in ("genindex", "search", "py-modindex"))
-    return pages
+def _book_scripts(soup: BeautifulSoup, page: Path, root: Path) -> list[str]:
+    """The text of the book's own scripts a page loads (they may name CDN addresses too)."""
+    out = []
+    for s in soup.find_all("script", src=True):
+        parts = urllib.parse.urlsplit(s["src"])
+        if not parts.scheme and parts.path.endswith(".js"):
+            f = (page.parent / urllib.parse.unquote(parts.path)).resolve()
+            if f.is_file() and f.is_relative_to(root) and "_static/nplm" in f.as_posix():
+                out.append(f.read_text(encoding="utf-8", errors="replace"))
+    return out
 
 
-def check(root: Path, shots: Path, exe: str, budget_ms: int, wait_ms: int, strict_widgets: bool,
-          vendor: Path | None = None) -> int:
-    pages = chapter_pages(root)
-    if not pages:
-        print(f"error: no HTML pages under {root}; build the book first (make book)", file=sys.stderr)
-        return 2
+def book_pages(root: Path) -> list[Path]:
+    """Every HTML page of the build but the root redirect: chapters, API, bibliography, index pages,
+    highlighted module sources."""
+    pages = [p for p in sorted(root.rglob("*.html")) if not p.relative_to(root).parts[0].startswith(("_static", "_sources"))]
+    return [p for p in pages if not (p.parent == root and p.name == "index.html" and "http-equiv" in p.read_text()[:500])]
+
+
+def check_pages(root: Path, vendor: Path, exe: str, opt: Options, only: str | None = None,
+                report=print) -> dict[str, list[str]]:
+    """Every page's problems ({relative path: [problem, ...]}); ``report`` gets one line per page."""
+    pages = [p for p in book_pages(root) if not only or re.search(only, p.relative_to(root).as_posix())]
+    vendored = json.loads((vendor / "versions.json").read_text())
+    opt.shots.mkdir(parents=True, exist_ok=True)
     server, base = serve(root, vendor)
-    problems: list[str] = []
-    warnings: list[str] = []
+    problems: dict[str, list[str]] = {}
     try:
-        for page in pages:
-            rel = page.relative_to(root).as_posix()
-            url = f"{base}/{rel}"
-            soup = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser")
-            found = python_errors(soup) + broken_links(soup, page.resolve(), root)
-            view = browser_view(exe, base, url, budget_ms, wait_ms)
-            if view is None:
-                found.append("the page did not load in Chromium (no result from the checker page)")
-            else:
-                found += [f"missing image: {src}" for src in view["images"]]
-                empty = [w["model"] for w in view["widgets"] if not w["rendered"]]
-                if empty:
-                    scripts = widget_scripts(soup)
-                    offline = [] if vendor is not None else [s for s in scripts if not reachable(s)]
-                    msg = f"{len(empty)} of {len(view['widgets'])} widget areas rendered nothing"
-                    if offline and not strict_widgets:
-                        warnings.append(f"{rel}: {msg}: the widget JavaScript cannot be fetched from this "
-                                        f"machine ({offline[0]}); check it online or pass --strict-widgets")
-                    else:
-                        found.append(msg)
-            shot = shots / (Path(rel).with_suffix(".png").as_posix().replace("/", "__"))
-            if not screenshot(exe, url, shot, budget_ms):
-                found.append("no screenshot was written")
-            n_widgets = len(view["widgets"]) if view else 0
-            status = "ok" if not found else f"{len(found)} problem(s)"
-            print(f"{rel:<40} {status:<14} images/widgets checked in browser: "
-                  f"{'yes' if view else 'no'}, widgets {n_widgets}, screenshot {shot}", flush=True)
-            problems += [f"{rel}: {p}" for p in found]
+        with Browser(exe) as browser:
+            page = browser.new_page(opt.width, 900)
+            for p in pages:
+                rel = p.relative_to(root).as_posix()
+                html = p.read_text(encoding="utf-8", errors="replace")
+                soup = BeautifulSoup(html, "html.parser")
+                found = python_errors(soup) + broken_links(soup, p.resolve(), root)
+                found += version_mismatches(html + "".join(_book_scripts(soup, p, root)), vendored)
+                stem = Path(rel).with_suffix("").as_posix().replace("/", "__")
+                try:
+                    seen, info = browser_problems(page, f"{base}/{rel}", stem, opt, bool(re.search(opt.full_shots, rel)))
+                    found += seen
+                except CDPError as e:
+                    found.append(f"the browser could not inspect the page: {e}")
+                    info = None
+                status = "ok" if not found else f"{len(found)} problem(s)"
+                extra = (f"widgets {info['widgets']}, controls moved {len(info['controls'])}, "
+                         f"screenshots {len(info['screenshots'])}") if info else "not inspected"
+                report(f"{rel:<42} {status:<14} {extra}")
+                for note in (info or {}).get("controls", []):
+                    report(f"    {note}")
+                problems[rel] = found
+            page.close()
     finally:
         server.shutdown()
-    for w in warnings:
-        print(f"warning: {w}")
-    if problems:
-        print(f"\n{len(problems)} problem(s) in {len(pages)} pages:")
-        for p in problems:
-            print(f"  {p}")
-        return 1
-    print(f"\nall {len(pages)} pages passed; screenshots in {shots}")
-    return 0
+    return problems
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="Check the built book in headless Chromium.")
+    ap = argparse.ArgumentParser(description="Check the built book in headless Chromium, as a reader with no kernel sees it.")
     ap.add_argument("html", nargs="?", default="_build/html", help="the built book (default _build/html)")
-    ap.add_argument("--screenshots", default="_build/screenshots", help="folder for one PNG per page")
+    ap.add_argument("--vendor-js", default=".cache/vendor-js", metavar="DIR",
+                    help="local copies of require.js, the widget manager and MathJax (make vendor-js; default .cache/vendor-js)")
+    ap.add_argument("--screenshots", default="_build/screenshots", help="folder for the screenshots")
     ap.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium",
                     help="Chromium executable (default: chromium on PATH)")
-    ap.add_argument("--budget", type=int, default=8000, help="virtual time budget per page, ms (default 8000)")
-    ap.add_argument("--wait", type=int, default=3000, help="ms after load before inspecting (default 3000)")
-    ap.add_argument("--strict-widgets", action="store_true",
-                    help="fail on empty widget areas even when the widget JavaScript is unreachable")
-    ap.add_argument("--vendor-js", default=None, metavar="DIR",
-                    help="serve require.min.js and embed-amd.js from DIR instead of the CDN (offline checks)")
+    ap.add_argument("--width", type=int, default=1280, help="viewport width in CSS pixels (default 1280)")
+    ap.add_argument("--min-scale", type=float, default=0.8,
+                    help="smallest share of its own width an image may be shown at (default 0.8)")
+    ap.add_argument("--timeout", type=float, default=20.0, help="seconds a page may take to load and draw (default 20)")
+    ap.add_argument("--settle", type=int, default=800, help="ms to wait after moving a control (default 800)")
+    ap.add_argument("--pages", default=None, metavar="REGEX", help="only the pages whose path matches REGEX")
     a = ap.parse_args(argv)
-    vendor = Path(a.vendor_js) if a.vendor_js else None
-    if vendor is not None and not all((vendor / f).is_file() for f in ("require.min.js", "embed-amd.js")):
-        print(f"error: --vendor-js {vendor} must hold require.min.js and embed-amd.js", file=sys.stderr)
-        return 2
-    root = Path(a.html)
+    root, vendor = Path(a.html), Path(a.vendor_js)
     if not root.is_dir():
         print(f"error: {root} is not a folder; build the book first (make book)", file=sys.stderr)
+        return 2
+    need = ["require.min.js", "html-manager/dist/embed-amd.js", "mathjax/tex-mml-chtml.js", "versions.json"]
+    if not all((vendor / f).is_file() for f in need):
+        print(f"error: {vendor} must hold {', '.join(need)}: run make vendor-js", file=sys.stderr)
         return 2
     if not Path(a.chromium).exists():
         print(f"error: Chromium not found at {a.chromium}; install it: apt-get install -y chromium", file=sys.stderr)
         return 2
-    return check(root.resolve(), Path(a.screenshots), a.chromium, a.budget, a.wait, a.strict_widgets, vendor)
+    opt = Options(shots=Path(a.screenshots), width=a.width, min_scale=a.min_scale, timeout=a.timeout, settle_ms=a.settle)
+    t0 = time.monotonic()
+    problems = check_pages(root.resolve(), vendor, a.chromium, opt, a.pages, report=lambda line: print(line, flush=True))
+    if not problems:
+        print(f"error: no HTML pages under {root}; build the book first (make book)", file=sys.stderr)
+        return 2
+    listed = [f"{rel}: {m}" for rel, found in problems.items() for m in found]
+    took = time.monotonic() - t0
+    if listed:
+        print(f"\n{len(listed)} problem(s) in {len(problems)} pages ({took:.0f} s):")
+        for m in listed:
+            print(f"  {m}")
+        return 1
+    print(f"\nall {len(problems)} pages passed at {a.width} px ({took:.0f} s); screenshots in {opt.shots}")
+    return 0
 
 
 if __name__ == "__main__":
