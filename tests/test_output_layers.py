@@ -109,8 +109,11 @@ def test_sampled_layers_evaluate_exactly_like_the_full_softmax():
 
     full = NPLM(config(), output=FullSoftmax(V, {"U": H}))
     nce = NPLM(config(), output=NCESoftmax(V, H, COUNTS, 5))
-    for k in full.params:  # same initial values from the same seed
-        assert np.array_equal(full.params[k], nce.params[k]), k
+    for k in full.params:  # same initial values from the same seed, but NCE's biases start at log Q
+        assert np.array_equal(full.params[k], nce.params[k]) == (k != "b"), k
+    assert np.isclose(np.exp(nce.params["b"]).sum(), 1.0)
+    full.params["b"][:] = RNG.standard_normal(V)
+    nce.params["b"][:] = full.params["b"]
     c, t = RNG.integers(0, V, (6, 3)), RNG.integers(0, V, 6)
     assert np.allclose(full.log_prob(c, t), nce.log_prob(c, t), atol=1e-12)
     inputs = nce.forward(c)["inputs"]
@@ -227,3 +230,25 @@ def test_bad_targets_and_direct_inputs():
     with pytest.raises(UserError):
         model.output.log_prob(model.params, {"U": np.zeros((2, H))}, np.array([0, V]))
     assert check_classes(np.array([5, 5, 9]), 3).tolist() == [0, 0, 1]  # gaps closed: no empty class
+
+
+# --------------------------------------------------------------------------- the energy network (section 5)
+def test_energy_network_gradients_probabilities_and_training():
+    from nplm_edu.models.energy import EnergyConfig, EnergyNPLM
+
+    model = EnergyNPLM(EnergyConfig(V=11, n=4, m=3, h=5, dtype="float64", seed=2), chunk=3)  # chunks of 3 examples
+    rng = np.random.default_rng(0)
+    for p in model.params.values():
+        p[...] = 0.5 * rng.standard_normal(p.shape)
+    c, t = rng.integers(0, 11, (7, 3)), rng.integers(0, 11, 7)
+    c[0, 0] = c[0, 1]
+    for name, err in gradcheck(model, c, t, max_entries=300).items():
+        assert err < 1e-7, (name, err)
+    lp = model.log_probs(c)
+    assert np.allclose(np.exp(lp).sum(axis=1), 1.0) and np.allclose(model.log_prob(c, t), lp[np.arange(7), t])
+    loss0 = model.sgd_update(c, t, 0.5, 1e-4)
+    for _ in range(20):
+        loss = model.sgd_update(c, t, 0.5, 1e-4)
+    assert loss < loss0  # it learns
+    with pytest.raises(UserError):
+        EnergyNPLM(EnergyConfig(V=1))

@@ -111,13 +111,18 @@ class SampledSoftmax(SparseOutputLayer):
     def scores(self, params, a) -> np.ndarray:
         return a @ params["U"].T + params["b"]  # (K, |V|) y = b + U a
 
-    def log_normalizer(self, params, inputs) -> np.ndarray:
-        """log Z = log sum_v exp(y_v) of each context: (K,) float64 (0 for a self-normalized network)."""
-        y = self.scores(params, self.input(inputs))  # (K, |V|)
-        mx = y.max(axis=1, keepdims=True)
-        y -= mx
-        np.exp(y, out=y)
-        return mx[:, 0].astype(np.float64) + np.log(y.sum(axis=1, dtype=np.float64))
+    def log_normalizer(self, params, inputs, rows: int = 128) -> np.ndarray:
+        """log Z = log sum_v exp(y_v) of each context: (K,) float64 (0 for a self-normalized network),
+        ``rows`` contexts at a time so the (rows, |V|) scores stay in cache."""
+        a = self.input(inputs)
+        out = np.empty(len(a))
+        for i in range(0, len(a), rows):
+            y = self.scores(params, a[i:i + rows])  # (rows, |V|)
+            mx = y.max(axis=1, keepdims=True)
+            y -= mx
+            np.exp(y, out=y)
+            out[i:i + rows] = mx[:, 0] + np.log(y.sum(axis=1).astype(np.float64))  # pairwise sum, then float64
+        return out
 
     def log_prob(self, params, inputs, targets):
         """Exact log P(target | h) = y_w - log Z: (K,) float64 (the full softmax's cost)."""
@@ -181,9 +186,18 @@ class AdaptiveImportanceSampling(ImportanceSampling):
 
 
 class NCESoftmax(SampledSoftmax):
-    """Noise-contrastive estimation with k noise words from the unigram, normalizer fixed to 1."""
+    """Noise-contrastive estimation with k noise words from the unigram, normalizer fixed to 1.
+
+    The biases start at b = log Q (the unigram), not 0: with Z fixed to 1 the network must start
+    near normalized (sum_v exp(b_v) = 1), as a network with b = 0 has Z about |V| and NCE would spend
+    its first updates pushing every score down (its loss starts above 100 on Brown)."""
 
     name = "NCE"
+
+    def init_params(self, rng, dtype) -> dict:
+        P = super().init_params(rng, dtype)
+        P["b"][:] = np.log(self.unigram)  # (|V|,) log Q: exp(y) sums to about 1 at the start
+        return P
 
     def loss(self, params, inputs, targets):
         a, targets, S, logQ, yt, Y = self._scores(params, inputs, targets)
