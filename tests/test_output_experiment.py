@@ -14,7 +14,8 @@ from nplm_edu.experiments.output_methods import METHODS, energy_slice, parse_met
 
 TINY = ["--corpus", "synthetic", "--synthetic-tokens", "8000", "--quick", "--quiet"]
 KEYS = {"method", "train_examples_per_s", "speedup_vs_full", "eval_examples_per_s", "valid_ppl", "test_ppl",
-        "ppl_ratio_vs_full", "epochs", "command", "commit", "machine", "blas_threads", "date"}
+        "ppl_ratio_vs_full", "epochs", "command", "commit", "machine", "blas_threads", "date", "speedup_vs_full_cpu",
+        "train_examples_per_cpu_s", "eval_speedup_vs_full_cpu"}
 
 
 def reproduce(tmp_path, *extra):

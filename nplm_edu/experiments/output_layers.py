@@ -116,10 +116,12 @@ def train_and_measure(name: str, model, desc: dict, corpus, cfg: TrainConfig, fo
     history = train(model, corpus, cfg, out_dir=folder, resume=resume, quiet=quiet, backend=backend)
     epochs = history["epochs"]
     t_train = sum(e.get("train_seconds", 0.0) for e in epochs)
+    t_cpu = sum(e.get("train_cpu_seconds", 0.0) for e in epochs)
     examples = len(epochs) * (len(corpus.train) - model.order + 1)
     ev = evaluate(model, corpus)
     row = {"method": name, "layer": desc, "epochs": len(epochs), "best_epoch": history["best_epoch"],
            "train_examples_per_s": examples / t_train if t_train else None, "train_seconds": round(t_train, 1),
+           "train_examples_per_cpu_s": examples / t_cpu if t_cpu else None, "train_cpu_seconds": round(t_cpu, 1),
            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in ev.items()},
            "num_params": model.num_params(), "resumed": resume,
            "history": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()} for e in epochs]}
@@ -131,13 +133,19 @@ def train_and_measure(name: str, model, desc: dict, corpus, cfg: TrainConfig, fo
 
 
 def with_ratios(rows: list[dict]) -> list[dict]:
-    """speedup_vs_full, eval_speedup_vs_full and ppl_ratio_vs_full of every row, against the full softmax's row."""
+    """The ratios of every row to the full softmax's row: speedup_vs_full (training examples/s),
+    eval_speedup_vs_full, the same in CPU seconds (``*_cpu``), and ppl_ratio_vs_full (test)."""
     full = next((r for r in rows if r["method"] == "full"), None)
+
+    def ratio(r, key):
+        ok = full is not None and full.get(key) and r.get(key)
+        return round(r[key] / full[key], 2) if ok else None
+
     for r in rows:
-        ok = full is not None and full.get("train_examples_per_s") and r.get("train_examples_per_s")
-        r["speedup_vs_full"] = round(r["train_examples_per_s"] / full["train_examples_per_s"], 2) if ok else None
-        r["eval_speedup_vs_full"] = (round(r["eval_examples_per_s"] / full["eval_examples_per_s"], 2)
-                                     if full is not None else None)
+        r["speedup_vs_full"] = ratio(r, "train_examples_per_s")
+        r["speedup_vs_full_cpu"] = ratio(r, "train_examples_per_cpu_s")
+        r["eval_speedup_vs_full"] = ratio(r, "eval_examples_per_s")
+        r["eval_speedup_vs_full_cpu"] = ratio(r, "eval_examples_per_cpu_s")
         r["ppl_ratio_vs_full"] = round(r["test_ppl"] / full["test_ppl"], 4) if full is not None else None
     return rows
 
@@ -207,10 +215,11 @@ def finish(doc: dict, rows: dict, settings: dict, corpus) -> dict:
     ordered = with_ratios([rows[m] for m in METHODS if m in rows])  # the full softmax first
     return {**{k: v for k, v in doc.items() if k not in ("rows", "energy")}, "settings": settings,
             "corpus": corpus.name, "V": corpus.V, "quick": settings["quick"],
-            "note": ("train_examples_per_s: training examples over the seconds spent in updates (validation "
-                     "excluded); eval_examples_per_s: exact test perplexity over every test token; ratios are "
-                     "against the full softmax's row of this file; perplexities are exact for every method; "
-                     "a shared machine makes seconds noisy"),
+            "note": ("train_examples_per_s: training examples over the wall-clock seconds spent in updates "
+                     "(validation excluded), train_examples_per_cpu_s the same over this process's CPU seconds "
+                     "(on a shared machine the fairer measure of one-thread speed); eval_examples_per_s: exact "
+                     "test perplexity over every test token; ratios are against the full softmax's row of this "
+                     "file; perplexities are exact for every method"),
             "rows": ordered, **({"energy": doc["energy"]} if "energy" in doc else {})}
 
 
@@ -218,13 +227,13 @@ def print_table(doc: dict) -> None:
     """One line per method: speed and perplexity beside the full softmax's."""
     print(f"\nOutput layers on {doc['corpus']} (|V| = {doc['V']:,}), MLP9, {doc['settings']['epochs']} epochs"
           + ("  [--quick slice]" if doc.get("quick") else ""))
-    print(f"{'method':16} {'train ex/s':>10} {'x full':>7} {'eval ex/s':>10} {'x full':>7} {'valid':>8} {'test':>8} "
-          f"{'/ full':>7}")
+    print(f"{'method':16} {'train ex/s':>10} {'x full':>7} {'x (cpu)':>7} {'eval ex/s':>10} {'x full':>7} "
+          f"{'valid':>8} {'test':>8} {'/ full':>7}")
     energy = doc.get("energy", {}).get("rows", [])
     for r in doc["rows"] + energy:
-        sp = f"{r['speedup_vs_full']:7.2f}" if r.get("speedup_vs_full") else f"{'-':>7}"
+        sp, cpu = (f"{r[k]:7.2f}" if r.get(k) else f"{'-':>7}" for k in ("speedup_vs_full", "speedup_vs_full_cpu"))
         name = r["method"] if r in doc["rows"] else f"{r['method']} (slice)"
-        print(f"{name:16} {r['train_examples_per_s'] or 0:10,.0f} {sp} {r['eval_examples_per_s']:10,.0f} "
+        print(f"{name:16} {r['train_examples_per_s'] or 0:10,.0f} {sp} {cpu} {r['eval_examples_per_s']:10,.0f} "
               f"{r['eval_speedup_vs_full']:7.2f} {r['valid_ppl']:8.1f} {r['test_ppl']:8.1f} {r['ppl_ratio_vs_full']:7.3f}")
     if energy:
         e = doc["energy"]
