@@ -38,7 +38,7 @@ def test_quick_pipeline_rows_ratios_and_resume(tmp_path):
     assert rows["full"]["speedup_vs_full"] == 1.0
     assert rows["class-frequency"]["layer"]["n_classes"] == round(math.sqrt(doc["V"]))
     assert rows["tree-huffman"]["layer"]["mean_depth"] < rows["tree-huffman"]["layer"]["max_depth"]
-    for m in ("is", "is-adaptive", "nce"):  # exact and self-normalized evaluation of the sampled objectives
+    for m in ("is", "is-adaptive", "is-target", "nce"):  # exact and self-normalized evaluation of the sampled ones
         assert math.isfinite(rows[m]["test_log_Z_mean"]) and rows[m]["test_ppl_self_normalized"] > 0
     assert {r["method"] for r in doc["energy"]["rows"]} == {"full", "energy"}
     assert doc["energy"]["rows"][1]["test_ppl"] > 1 and doc["commit"] and doc["settings"]["epochs"] == 1
@@ -103,3 +103,22 @@ def test_energy_slice_has_its_own_vocabulary():
     same = [corpus.vocab.words[i] for i in corpus.train[:50]]  # the same text, words kept or <unk>
     got = small.vocab.decode(small.train[:50])
     assert all(g == w or g == "<unk>" for g, w in zip(got, same))
+
+
+def test_a_diverging_method_is_recorded_and_the_others_go_on(tmp_path):
+    doc = reproduce(tmp_path, "--epochs", "1", "--methods", "full,tree-huffman", "--lr", "1e6", "--no-energy")
+    rows = {r["method"]: r for r in doc["rows"]}
+    assert "diverged" in rows["full"] and "diverged" in rows["tree-huffman"]  # both recorded, none stopped the run
+    assert "try a smaller learning rate" in rows["full"]["diverged"]
+
+
+def test_timing_of_an_epoch_resumed_inside_is_flagged():
+    from types import SimpleNamespace
+
+    from nplm_edu.experiments.output_methods import TimedBackend
+    from nplm_edu.models.nplm import NPLM, NPLMConfig
+    from nplm_edu.training.trainer import TrainConfig
+
+    backend = TimedBackend(NPLM(NPLMConfig(V=5, n=2, m=2, h=2)), TrainConfig())
+    backend.load_extra({}, SimpleNamespace(batch_in_epoch=3, drop_state=None, step=10))
+    assert backend.epoch_extra()["timing_partial"] and "timing_partial" not in backend.epoch_extra()

@@ -10,7 +10,8 @@ from nplm_edu.models.class_softmax import ClassSoftmax, check_classes, default_n
 from nplm_edu.models.gradcheck import gradcheck
 from nplm_edu.models.ngram.classes import class_bigram_objective
 from nplm_edu.models.nplm import NPLM, NPLMConfig
-from nplm_edu.models.sampled_softmax import AdaptiveImportanceSampling, ImportanceSampling, NCESoftmax
+from nplm_edu.models.sampled_softmax import (AdaptiveImportanceSampling, ImportanceSampling,
+                                             ImportanceSamplingWithTarget, NCESoftmax)
 from nplm_edu.models.sparse_output import train_counts
 from nplm_edu.models.tree_softmax import TreeSoftmax
 from nplm_edu.models.trees import Tree, cluster_merges, huffman_merges, merge_cost
@@ -30,6 +31,7 @@ def layers():
         "tree-cluster": TreeSoftmax(V, H, Tree(cluster_merges(TRAIN, frequency_classes(COUNTS, 4), COUNTS))),
         "is": ImportanceSampling(V, H, COUNTS, 5, seed=1),
         "is-adaptive": AdaptiveImportanceSampling(V, H, COUNTS, 5, seed=1),
+        "is-target": ImportanceSamplingWithTarget(V, H, COUNTS, 5, seed=1),
         "nce": NCESoftmax(V, H, COUNTS, 5, seed=1),
     }
 
@@ -252,3 +254,19 @@ def test_energy_network_gradients_probabilities_and_training():
     assert loss < loss0  # it learns
     with pytest.raises(UserError):
         EnergyNPLM(EnergyConfig(V=1))
+
+
+def test_importance_sampling_with_the_target_is_a_cross_entropy():
+    """Without the target among the candidates the IS loss has no lower bound (a score that only the
+    target term pushes up); with it, the loss is -log of a probability: never below 0."""
+    layer = ImportanceSamplingWithTarget(V, H, COUNTS, 5, seed=1)
+    layer.fixed_samples = np.array([1, 3, 3, 7, 12])
+    model, c, t = model_and_batch(layer)
+    t[:] = 5  # a word never sampled ...
+    model.params["b"][5] = 50.0  # ... with a huge score
+    loss, _ = model.output.loss(model.params, model.forward(c)["inputs"], t)
+    assert loss >= 0
+    plain = ImportanceSampling(V, H, COUNTS, 5, seed=1)
+    plain.fixed_samples = layer.fixed_samples
+    loss_is, _ = plain.loss(model.params, model.forward(c)["inputs"], t)
+    assert loss_is < -40  # the plain estimate of Z misses the target: -y_w dominates

@@ -42,7 +42,7 @@ from ..errors import UserError
 from ..models.energy import EnergyConfig, EnergyNPLM
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
-from ..training.trainer import TrainConfig, train
+from ..training.trainer import TrainConfig, TrainingDiverged, train
 from .common import RESULTS, check_output_path, provenance, runs_root, write_json_atomic, write_results
 from .output_methods import METHODS, TimedBackend, build_model, energy_slice, evaluate, parse_methods
 from .table1 import ROWS, TRAIN as TABLE1_TRAIN, table_corpus
@@ -115,9 +115,10 @@ def train_and_measure(name: str, model, desc: dict, corpus, cfg: TrainConfig, fo
     backend = TimedBackend(model, cfg)
     history = train(model, corpus, cfg, out_dir=folder, resume=resume, quiet=quiet, backend=backend)
     epochs = history["epochs"]
-    t_train = sum(e.get("train_seconds", 0.0) for e in epochs)
-    t_cpu = sum(e.get("train_cpu_seconds", 0.0) for e in epochs)
-    examples = len(epochs) * (len(corpus.train) - model.order + 1)
+    timed = [e for e in epochs if not e.get("timing_partial")] or epochs  # epochs timed from start to end
+    t_train = sum(e.get("train_seconds", 0.0) for e in timed)
+    t_cpu = sum(e.get("train_cpu_seconds", 0.0) for e in timed)
+    examples = len(timed) * (len(corpus.train) - model.order + 1)
     ev = evaluate(model, corpus)
     row = {"method": name, "layer": desc, "epochs": len(epochs), "best_epoch": history["best_epoch"],
            "train_examples_per_s": examples / t_train if t_train else None, "train_seconds": round(t_train, 1),
@@ -137,16 +138,16 @@ def with_ratios(rows: list[dict]) -> list[dict]:
     eval_speedup_vs_full, the same in CPU seconds (``*_cpu``), and ppl_ratio_vs_full (test)."""
     full = next((r for r in rows if r["method"] == "full"), None)
 
-    def ratio(r, key):
+    def ratio(r, key, digits=2):
         ok = full is not None and full.get(key) and r.get(key)
-        return round(r[key] / full[key], 2) if ok else None
+        return round(r[key] / full[key], digits) if ok else None
 
     for r in rows:
         r["speedup_vs_full"] = ratio(r, "train_examples_per_s")
         r["speedup_vs_full_cpu"] = ratio(r, "train_examples_per_cpu_s")
         r["eval_speedup_vs_full"] = ratio(r, "eval_examples_per_s")
         r["eval_speedup_vs_full_cpu"] = ratio(r, "eval_examples_per_cpu_s")
-        r["ppl_ratio_vs_full"] = round(r["test_ppl"] / full["test_ppl"], 4) if full is not None else None
+        r["ppl_ratio_vs_full"] = ratio(r, "test_ppl", 4)
     return rows
 
 
@@ -191,14 +192,18 @@ def run_output_layers(cfg: TrainConfig = TRAIN, opts: OutputLayersOptions | None
     rows = {r["method"]: r for r in doc["rows"]}
     net = NPLMConfig(V=corpus.V, seed=cfg.seed, **NETWORK)
     for name in methods:
-        if name in rows and not opts.force:
+        if name in rows and "diverged" not in rows[name] and not opts.force:
             if not quiet:
                 print(f"{name}: already in {out} with these settings, skipped (--force trains it again)")
             continue
         model, desc = build_model(name, corpus, net, opts, cache=root, quiet=quiet)
         stamp = {"method": name, "settings": settings, "layer": desc, "class_file": opts.class_file}
         folder, resume = run_dir_for(root, name, stamp, opts.force)
-        rows[name] = train_and_measure(name, model, desc, corpus, cfg, folder, resume, quiet)
+        try:
+            rows[name] = train_and_measure(name, model, desc, corpus, cfg, folder, resume, quiet)
+        except TrainingDiverged as e:  # one method failing does not stop the others
+            print(f"   {name}: {e}", flush=True)
+            rows[name] = {"method": name, "layer": desc, "diverged": str(e), **provenance(time.monotonic())}
         doc = finish(doc, rows, settings, corpus)
         write_results(out, doc, started)
     if opts.energy and ("energy" not in doc or opts.force):
@@ -231,10 +236,14 @@ def print_table(doc: dict) -> None:
           f"{'valid':>8} {'test':>8} {'/ full':>7}")
     energy = doc.get("energy", {}).get("rows", [])
     for r in doc["rows"] + energy:
+        if "diverged" in r:
+            print(f"{r['method']:16} diverged: {r['diverged']}")
+            continue
         sp, cpu = (f"{r[k]:7.2f}" if r.get(k) else f"{'-':>7}" for k in ("speedup_vs_full", "speedup_vs_full_cpu"))
         name = r["method"] if r in doc["rows"] else f"{r['method']} (slice)"
         print(f"{name:16} {r['train_examples_per_s'] or 0:10,.0f} {sp} {cpu} {r['eval_examples_per_s']:10,.0f} "
-              f"{r['eval_speedup_vs_full']:7.2f} {r['valid_ppl']:8.1f} {r['test_ppl']:8.1f} {r['ppl_ratio_vs_full']:7.3f}")
+              f"{r['eval_speedup_vs_full'] or 0:7.2f} {r['valid_ppl']:8.1f} {r['test_ppl']:8.1f} "
+              f"{r['ppl_ratio_vs_full'] or 0:7.3f}")
     if energy:
         e = doc["energy"]
         print(f"(slice) = {e['corpus']}, its own vocabulary |V| = {e['V']:,}: the energy network against the paper's")

@@ -13,6 +13,7 @@ layer; the classes and trees are built from the training set only (its word coun
                      a Huffman tree inside each class
     is               importance sampling, unigram proposal, k samples (Bengio & Senecal 2003)
     is-adaptive      importance sampling, unigram adapted to the network during training
+    is-target        importance sampling with the target among the candidates (sampled softmax)
     nce              noise-contrastive estimation, k unigram noise words, normalizer fixed to 1
 """
 
@@ -29,7 +30,8 @@ from ..errors import UserError
 from ..models.class_softmax import ClassSoftmax, check_n_classes, default_n_classes, frequency_classes
 from ..models.ngram.classes import exchange_classes
 from ..models.nplm import NPLMConfig
-from ..models.sampled_softmax import AdaptiveImportanceSampling, ImportanceSampling, NCESoftmax, SampledSoftmax
+from ..models.sampled_softmax import (AdaptiveImportanceSampling, ImportanceSampling, ImportanceSamplingWithTarget,
+                                      NCESoftmax, SampledSoftmax)
 from ..models.sparse_output import train_counts
 from ..models.tree_softmax import TreeSoftmax
 from ..models.trees import Tree, cluster_merges, huffman_merges
@@ -39,7 +41,7 @@ from ..training.checkpoint import data_fingerprint
 from ..training.trainer import SerialBackend
 
 METHODS = ("full", "class-frequency", "class-exchange", "class-file", "tree-huffman", "tree-cluster", "is",
-           "is-adaptive", "nce")
+           "is-adaptive", "is-target", "nce")
 EXCHANGE_PASSES = 3  # as the class-based n-grams of Table 1
 
 
@@ -122,7 +124,8 @@ def build_model(method: str, corpus, net: NPLMConfig, opts, cache: Path | None =
                 "cost_per_example": round(tree.mean_depth(counts), 2)}
     else:
         k = opts.k_nce if method == "nce" else opts.k_is
-        cls = {"is": ImportanceSampling, "is-adaptive": AdaptiveImportanceSampling, "nce": NCESoftmax}[method]
+        cls = {"is": ImportanceSampling, "is-adaptive": AdaptiveImportanceSampling,
+               "is-target": ImportanceSamplingWithTarget, "nce": NCESoftmax}[method]
         layer = cls(V, h, counts, k, seed=net.seed)
         desc = {"k": k, "cost_per_example": k + 1}
     return SparseNPLM(net, layer), desc
@@ -132,11 +135,17 @@ class TimedBackend(SerialBackend):
     """The serial backend, timing the updates and the validation apart, in wall-clock seconds and in
     this process's CPU seconds (fairer on a shared machine: time spent waiting for a core is not
     counted); each epoch's seconds go into the history (``train_seconds``, ``train_cpu_seconds``,
-    ``valid_seconds``)."""
+    ``valid_seconds``; ``timing_partial`` for an epoch resumed from a checkpoint inside it, whose
+    updates before the interruption were not timed)."""
 
     def __init__(self, model, config):
         super().__init__(model, config)
         self.t_train = self.t_train_cpu = self.t_valid = 0.0
+        self.partial = False
+
+    def load_extra(self, arrays, state):
+        super().load_extra(arrays, state)
+        self.partial = state.batch_in_epoch > 0  # resumed inside an epoch
 
     def update(self, contexts, targets, lr):
         t, c = time.perf_counter(), time.process_time()
@@ -153,7 +162,10 @@ class TimedBackend(SerialBackend):
 
     def epoch_extra(self) -> dict:
         out = {"train_seconds": self.t_train, "train_cpu_seconds": self.t_train_cpu, "valid_seconds": self.t_valid}
+        if self.partial:
+            out["timing_partial"] = True
         self.t_train = self.t_train_cpu = self.t_valid = 0.0
+        self.partial = False
         return out
 
 

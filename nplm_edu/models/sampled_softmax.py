@@ -18,6 +18,18 @@ to the network): after every batch Q_a <- (1 - lam) Q_a + lam q, with q(v) = (1/
 examples of the weights w_j of the samples s_j = v, an estimate of the network's average
 distribution; samples come from 0.9 Q_a + 0.1 unigram, so no word's proposal probability vanishes.
 
+The target itself is not among the samples, so in a context where it is far more probable than
+Q(w) says, the estimate of Z rarely contains it, -y_w keeps pushing its score up and nothing pulls
+it down: the scores of such words grow without bound (seen on Brown: the validation perplexity
+rises after the first epoch). :class:`ImportanceSamplingWithTarget` puts the target among the
+candidates (the "sampled softmax" of Jean et al. 2015): a softmax over {w, s_1, ..., s_k} of the
+scores y_v - log Q(v), whose self-normalized weights now include the target's own,
+
+    L_T = -log w_0,   w = softmax(y_w - log Q(w), y_{s_1} - log Q(s_1), ...),
+    dL_T/dy_w = w_0 - 1,   dL_T/dy_{s_j} = w_j,
+
+a cross-entropy, never below 0.
+
 NCE. Tell the target apart from k noise words drawn from Q, with the normalizer fixed to 1 (the
 survey's equations 13-14): with D(v) = y_v - log(k Q(v)),
 
@@ -25,7 +37,7 @@ survey's equations 13-14): with D(v) = y_v - log(k Q(v)),
     dL/dy_w = -sigma(-D(w)),   dL/dy_{s_j} = sigma(D(s_j)).
 
 A network trained so is close to self-normalized: log Z = log sum_v exp(y_v) near 0, so y_w alone
-is almost log P(w | h) (:meth:`NCESoftmax.log_normalizer` measures how far).
+is almost log P(w | h) (:meth:`SampledSoftmax.log_normalizer` measures how far).
 
 Randomness: the samples of a batch come from ``numpy.random.default_rng([seed, t])`` with t the
 number of batches drawn so far, kept with the weights (``params["draws"]``, as is the adaptive
@@ -183,6 +195,28 @@ class AdaptiveImportanceSampling(ImportanceSampling):
 
     def proposal(self, params):
         return 0.9 * params["Q_adapt"] + 0.1 * self.unigram
+
+
+class ImportanceSamplingWithTarget(ImportanceSampling):
+    """Importance sampling with the target among the candidates (module docstring): L_T = -log w_0."""
+
+    name = "importance sampling, target among the samples"
+
+    def loss(self, params, inputs, targets):
+        a, targets, S, logQ, yt, Y = self._scores(params, inputs, targets)
+        logit = np.concatenate([(yt - np.log(self.proposal(params)[targets]))[:, None], Y - logQ],
+                               axis=1).astype(np.float64)  # (K, 1 + k) y_v - log Q(v), the target first
+        logit -= logit.max(axis=1, keepdims=True)
+        w = np.exp(logit)
+        w /= w.sum(axis=1, keepdims=True)  # (K, 1 + k) self-normalized weights, the target's included
+        return float(np.mean(-np.log(w[:, 0]))), {"a": a, "targets": targets, "S": S, "w": w}
+
+    def backward_sparse(self, params, cache):
+        a, w = cache["a"], cache["w"]
+        K = len(w)
+        gyt = ((w[:, 0] - 1) / K).astype(a.dtype)  # dL/dy_w = (w_0 - 1) / K
+        gY = (w[:, 1:] / K).astype(a.dtype)  # (K, k) dL/dy_{s_j} = w_j / K
+        return self._sparse_grads(params, a, cache["targets"], cache["S"], gyt, gY)
 
 
 class NCESoftmax(SampledSoftmax):

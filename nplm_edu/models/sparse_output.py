@@ -63,7 +63,7 @@ def densify(g, like: np.ndarray) -> np.ndarray:
 class SparseOutputLayer(OutputLayer):
     """An output layer of one input, a = tanh(d + H x) (``widths = {"U": h}``: the NPLM without direct
     connections, as MLP9), whose gradients are :class:`Rows` / :class:`Blocks`. Subclasses implement
-    :meth:`loss`, :meth:`backward_sparse`, :meth:`log_probs` and (fast) :meth:`log_prob`.
+    ``loss``, ``backward_sparse``, ``log_probs`` and (fast) ``log_prob``.
 
     ``state``: parameters that are not trained (no gradient, no weight decay), e.g. a sampler's
     counter or an adaptive proposal; they are saved in checkpoints with the weights."""

@@ -11,7 +11,7 @@ it goes left (+1) or right (-1). Two ways to build one:
   two least frequent nodes, so frequent words sit near the root; the expected path length is
   within one step of the entropy of the unigram distribution, about 10 steps on Brown.
 * :func:`cluster_merges`: recursive clustering: the exchange algorithm's classes (the class-based
-  n-gram's, :func:`nplm_edu.models.ngram.exchange_classes`) joined two by two as Brown et al.
+  n-gram's, :func:`nplm_edu.models.ngram.classes.exchange_classes`) joined two by two as Brown et al.
   (1992) join words, always the pair whose union loses the least class-bigram log-likelihood, with
   a Huffman tree inside each class. Words that share contexts share the top of their paths.
 """
