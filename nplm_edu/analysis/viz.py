@@ -1,8 +1,9 @@
 """Looking at the learned word features C and at training: plots, and word labels that do not pile up.
 
 Every function returns its Figure or Axes and takes ``ax=`` where sensible: :func:`plot_features`,
-:func:`plot_snapshots`, :func:`plot_agreement`, :func:`plot_learning_curves`; :func:`spread_labels` /
-:func:`annotate_words` place word labels without overlaps. The numbers behind the pictures are in
+:func:`plot_snapshots`, :func:`plot_agreement`, :func:`plot_learning_curves`;
+:func:`~nplm_edu.analysis.labels.spread_labels` and :func:`~nplm_edu.analysis.labels.annotate_words`
+place word labels without overlaps. The numbers behind the pictures are in
 :mod:`nplm_edu.analysis.features` and the slider over training time in
 :mod:`nplm_edu.analysis.explorer`; both are re-exported here, so a chapter needs one import.
 """

@@ -10,18 +10,19 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
     python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM
     python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 15 minutes)
+    python -m nplm_edu reproduce output-layers      # MLP9 with five cheaper output layers (resumable)
 """
 
 from __future__ import annotations
 
-from ..experiments import beyond, lr_sweep, minibatch, ngrams, table1
+from ..experiments import beyond, lr_sweep, minibatch, ngrams, output_layers, table1
 from ..models.nplm import NPLMConfig
 from ..training.trainer import TrainConfig
 from .corpus import add_corpus_args, corpus_spec
 from .options import add_options, from_options
 from .train import HELP
 
-TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep")
+TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep", "output-layers")
 
 
 def _common(p, default_out: str) -> None:
@@ -64,6 +65,13 @@ def _beyond(args) -> int:
 
 def _lr_sweep(args) -> int:
     lr_sweep.run_lr_sweep(from_options(lr_sweep.LrSweepOptions, args), corpus_spec(args), args.out, args.quiet)
+    return 0
+
+
+def _output_layers(args) -> int:
+    ol = output_layers
+    cfg = from_options(TrainConfig, args, **{k: getattr(ol.TRAIN, k) for k in _only(ol.TRAIN, ol.TRAIN_OPTIONS)})
+    ol.run_output_layers(cfg, from_options(ol.OutputLayersOptions, args), corpus_spec(args), args.out, args.quiet)
     return 0
 
 
@@ -125,3 +133,20 @@ def add_cli(subparsers) -> None:
         "seed": "initialisation and shuffling seed", "quick": f"a slice of the corpus, at most "
                                                               f"{lr_sweep.QUICK_EPOCHS} epochs, into lr_sweep_quick.json"})
     q.set_defaults(func=_lr_sweep)
+
+    ol = output_layers
+    q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003 (hours on Brown, resumable)",
+                       description="MLP9 trained with the full, class-factored and tree softmaxes, importance "
+                                   "sampling and NCE, side by side; and the energy network of section 5 on a slice.")
+    _common(q, "data/results/output_layers.json (output_layers_quick.json with --quick)")
+    add_options(q, ol.TRAIN, skip=_only(ol.TRAIN, ol.TRAIN_OPTIONS), help=HELP)
+    add_options(q, ol.OutputLayersOptions(), help={
+        "methods": "methods to run, e.g. full,nce (default all; the full softmax always runs)",
+        "n_classes": "classes of the class-factored softmax and the clustered tree (default round(sqrt |V|))",
+        "k_is": "samples per batch for importance sampling", "k_nce": "noise samples per batch for NCE",
+        "class_file": "a file of 'word class' lines: adds the class-file method",
+        "energy": "also train the energy network of section 5 on a slice",
+        "quick": f"the same pipeline on a slice, at most {ol.QUICK_EPOCHS} epochs, into output_layers_quick.json",
+        "runs_dir": "where methods checkpoint (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "force": "start the results file and the methods' runs again"})
+    q.set_defaults(func=_output_layers)

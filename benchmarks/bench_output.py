@@ -1,0 +1,147 @@
+"""Speed of the output layers after 2003 against the paper's full softmax: one training step, and the
+exact evaluation, at the shapes of Brown's MLP9 (n 5, h 100, m 30, no direct connections, |V| = 17,907,
+K = 128), side by side in one process.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_output.py [--rounds 7] [--steps 20] [--json PATH]
+
+One "step" is the whole training update of a batch (forward, backward, the paper's SGD rule with weight
+decay): :meth:`FusedNPLM.sgd_update` for the full softmax, :meth:`SparseNPLM.sgd_update` for the others.
+The batches are real Brown training windows (the same ones for every method) when NLTK's Brown corpus
+is installed, else windows drawn from a Zipf unigram over 17,907 words (then the classes come from
+frequency binning only). The methods are timed in alternating rounds (each round times every method
+for ``--steps`` steps) and each method's median round is kept, so a change of the machine's load
+hits all methods alike; the ratios are full / method. The evaluation times log P(target) over 20
+batches of 1,024 test windows (the exact test perplexity's inner loop).
+
+Targets (one BLAS thread, an idle machine): training class-factored >= 10x, tree >= 15x, importance
+sampling and NCE >= 5x faster than the full softmax; exact evaluation with the class-factored layer
+>= 20x faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, "1")  # thread pools are sized when numpy loads: one thread unless told
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from nplm_edu.experiments.output_methods import build_model  # noqa: E402
+from nplm_edu.experiments.output_layers import NETWORK, OutputLayersOptions  # noqa: E402
+from nplm_edu.models.nplm import NPLMConfig  # noqa: E402
+
+V, K = 17_907, 128
+TARGETS = {"class-frequency": 10, "class-exchange": 10, "tree-huffman": 15, "tree-cluster": 15, "is": 5,
+           "is-adaptive": 5, "nce": 5}
+EVAL_TARGETS = {"class-frequency": 20, "class-exchange": 20}
+
+
+def corpus_or_zipf():
+    """Brown (the paper's split) if installed, else a Zipf stream of 17,907 words: (corpus-like, is_brown)."""
+    from nplm_edu.data.corpus import Corpus, CorpusSpec, Vocabulary
+    from nplm_edu.errors import UserError
+
+    try:
+        return CorpusSpec(corpus="brown").load(), True
+    except UserError:
+        rng = np.random.default_rng(0)
+        p = 1 / np.arange(1, V + 1)
+        ids = rng.choice(V, 1_000_000, p=p / p.sum()).astype(np.int32)
+        words = [f"w{i}" for i in range(V - 1)] + ["<unk>"]
+        return Corpus("zipf", Vocabulary(words, np.bincount(ids, minlength=V)), ids, (800_000, 900_000)), False
+
+
+def median_rounds(steps: dict, data, rounds: int, per_round: int) -> tuple[dict, dict]:
+    """Seconds per call of each function, wall clock and this process's CPU time: the medians over
+    ``rounds`` alternating rounds (CPU time is the fairer measure when other processes share the cores)."""
+    wall, cpu = {name: [] for name in steps}, {name: [] for name in steps}
+    for name, f in steps.items():  # warm-up
+        for c, t in data[:2]:
+            f(c, t)
+    for r in range(rounds):
+        for name, f in steps.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            for i in range(per_round):
+                c, t = data[(r * per_round + i) % len(data)]
+                f(c, t)
+            wall[name].append((time.perf_counter() - t0) / per_round)
+            cpu[name].append((time.process_time() - c0) / per_round)
+    med = lambda d: {name: float(np.median(v)) for name, v in d.items()}  # noqa: E731
+    return med(wall), med(cpu)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=7, help="alternating rounds (the median is kept)")
+    ap.add_argument("--steps", type=int, default=20, help="training steps per method per round")
+    ap.add_argument("--methods", default=",".join(["full", *TARGETS]), help="comma-separated methods")
+    ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_output.json)")
+    args = ap.parse_args()
+    started = time.monotonic()
+    from nplm_edu.experiments.common import write_results
+    from nplm_edu.numerics.blas import blas_info
+
+    corpus, brown = corpus_or_zipf()
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if "full" not in methods:
+        methods.insert(0, "full")
+    if not brown:
+        methods = [m for m in methods if m not in ("class-exchange", "tree-cluster")]  # no bigrams worth clustering
+    net = NPLMConfig(V=corpus.V, seed=0, **NETWORK)
+    models, layers = {}, {}
+    cache = Path(tempfile.mkdtemp(prefix="bench_output."))  # the exchange classes, computed once
+    for m in methods:
+        print(f"building {m} ...", flush=True)
+        models[m], layers[m] = build_model(m, corpus, net, OutputLayersOptions(), cache=cache, quiet=True)
+    rng = np.random.default_rng(0)
+    ctx, tgt = corpus.windows("train", net.n)
+    idx = [rng.integers(0, len(tgt), K) for _ in range(64)]
+    train_batches = [(np.ascontiguousarray(ctx[i]), tgt[i].copy()) for i in idx]
+    vctx, vtgt = corpus.windows("test", net.n)
+    eval_batches = [(np.ascontiguousarray(vctx[i:i + 1024]), vtgt[i:i + 1024].copy())
+                    for i in range(0, 20 * 1024, 1024)]
+    steps = {m: (lambda mod: lambda c, t: mod.sgd_update(c, t, 0.5, 1e-4))(models[m]) for m in methods}
+    train_s, train_cpu = median_rounds(steps, train_batches, args.rounds, args.steps)
+    evals = {m: (lambda mod: lambda c, t: mod.log_prob(c, t))(models[m]) for m in methods}
+    eval_s, eval_cpu = median_rounds(evals, eval_batches, max(3, args.rounds // 2), 2)
+    blas = blas_info()
+    print(f"\n|V| = {corpus.V:,}, K = {K}, MLP9, {'Brown windows' if brown else 'Zipf windows (no Brown)'}, "
+          f"BLAS {blas['name']} on {blas['threads']} thread(s)")
+    print(f"{'method':16} {'ms/step':>8} {'train ex/s':>11} {'x full':>7} {'(cpu)':>7} {'target':>7}   "
+          f"{'eval ex/s':>10} {'x full':>7} {'(cpu)':>7} {'target':>7}")
+    rows = []
+    for m in methods:
+        r = {"method": m, "layer": layers[m], "train_ms_per_step": round(1e3 * train_s[m], 3),
+             "train_examples_per_s": round(K / train_s[m], 1),
+             "speedup_vs_full": round(train_s["full"] / train_s[m], 2),
+             "speedup_vs_full_cpu": round(train_cpu["full"] / train_cpu[m], 2), "target_speedup": TARGETS.get(m),
+             "eval_examples_per_s": round(1024 / eval_s[m], 1),
+             "eval_speedup_vs_full": round(eval_s["full"] / eval_s[m], 2),
+             "eval_speedup_vs_full_cpu": round(eval_cpu["full"] / eval_cpu[m], 2), "eval_target": EVAL_TARGETS.get(m)}
+        rows.append(r)
+        t1 = f"{r['target_speedup']:>6}x" if r["target_speedup"] else f"{'':>7}"
+        t2 = f"{r['eval_target']:>6}x" if r["eval_target"] else f"{'':>7}"
+        print(f"{m:16} {r['train_ms_per_step']:8.2f} {r['train_examples_per_s']:11,.0f} {r['speedup_vs_full']:7.2f} "
+              f"{r['speedup_vs_full_cpu']:7.2f} {t1}   {r['eval_examples_per_s']:10,.0f} {r['eval_speedup_vs_full']:7.2f} "
+              f"{r['eval_speedup_vs_full_cpu']:7.2f} {t2}")
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    print(f"load average (1 min) at the end: {load}")
+    if args.json:
+        write_results(args.json, {"benchmark": "output layers", "V": corpus.V, "K": K, "network": dict(NETWORK),
+                                  "batches": "brown" if brown else "zipf", "rounds": args.rounds,
+                                  "steps_per_round": args.steps, "load_average_1min": load, "rows": rows}, started)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
