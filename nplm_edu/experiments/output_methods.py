@@ -2,7 +2,7 @@
 the exact evaluation, and the slice of Brown the energy network is trained on.
 
 Every method is MLP9 of Table 1 (n 5, h 100, m 30, no direct connections) with another output
-layer; the classes and trees are built from the training set only (its word counts and bigrams):
+layer; the classes and trees are built from the training set only (its word counts and bigrams)::
 
     full             the paper's softmax (FusedNPLM, the fast path of Table 1)
     class-frequency  class-factored, classes by frequency binning (Mikolov et al. 2011)

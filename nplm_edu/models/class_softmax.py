@@ -2,14 +2,14 @@
 al. 2011; the survey in the seeds, section 3.4.1, equation 15).
 
 Every word w belongs to one class g(w). The network's hidden layer a (K, h) scores the classes and,
-inside the target's class only, the words:
+inside the target's class only, the words::
 
     y_c = b_c + U_c a           p(c | h)    = softmax over the n_classes classes      (K, n_classes)
     y_w = b_w + U_w a           p(w | c, h) = softmax over the words of class c        (K, |c|)
     log p(w | h) = log p(g(w) | h) + log p(w | g(w), h)
 
 Both factors are normalized, so the |V| probabilities sum to 1 for every context, exactly. An
-example costs n_classes + |g(w)| dot products instead of |V|: with about sqrt|V| classes of
+example costs n_classes + ``|g(w)|`` dot products instead of |V|: with about sqrt|V| classes of
 about sqrt|V| words each, O(sqrt|V|) (134 + 134 instead of 17,907 on Brown). Classes binned by
 frequency (Mikolov et al. 2011: each class holds about 1/n_classes of the training tokens) give
 the same expected cost, |V| / n_classes words per example, with very unequal class sizes.
@@ -18,7 +18,7 @@ Storage: the words of each class are stored together, rows ``start[c]:start[c+1]
 ``b`` (word w at row ``pos[w]``), so the word part of a batch is one matrix product per class
 present: the examples whose target is in class c (gathered) times that slice of U.
 
-Backward (mean negative log-likelihood L over K examples), the softmax rule used twice:
+Backward (mean negative log-likelihood L over K examples), the softmax rule used twice::
 
     dL/dy_c = (p(c | h) - 1[c = g(w)]) / K                    (K, n_classes)
     dL/dy_w = (p(w' | g(w), h) - 1[w' = w]) / K  for w' in g(w)     (K, |g(w)|)
@@ -188,7 +188,7 @@ class ClassSoftmax(SparseOutputLayer):
 
     # ----------------------------------------------------------------- probabilities
     def log_prob(self, params, inputs, targets):
-        """log p(w | h) of each target: (K,) float64, at the cost of training (n_classes + |g(w)| per example)."""
+        """log p(w | h) of each target: (K,) float64, at the cost of training (n_classes + ``|g(w)|`` per example)."""
         a = self.input(inputs)
         return self._forward(params, a, check_targets(targets, self.V))[0]
 

@@ -37,7 +37,8 @@ class OutputLayer:
         raise NotImplementedError
 
     def loss(self, params: dict, inputs: dict, targets: np.ndarray) -> tuple[float, dict]:
-        """Mean negative log-likelihood of ``targets`` (K,) and a cache for :meth:`backward`."""
+        """Mean negative log-likelihood of ``targets`` (K,) and a cache for
+        :meth:`~nplm_edu.models.output.OutputLayer.backward`."""
         raise NotImplementedError
 
     def backward(self, params: dict, cache: dict) -> tuple[dict, dict]:
