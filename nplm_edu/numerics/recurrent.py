@@ -87,6 +87,14 @@ class _Fast:
         return loss, gA, {"U": gU, "b": gb}
 
     def loss_and_grads(self, X, Y, state=None, mask_x=None, mask_a=None, resets=None):
+        loss, grads, state, words = self.loss_and_sparse_grads(X, Y, state, mask_x, mask_a, resets)
+        gC = self._buffer("gC", self.params["C"].shape, zero=True)
+        gC[words] = grads["C"]  # the rows of the words in the batch; the others are 0
+        return loss, {**grads, "C": gC}, state
+
+    def loss_and_sparse_grads(self, X, Y, state=None, mask_x=None, mask_a=None, resets=None):
+        """As :meth:`loss_and_grads`, but the gradient of C is given by its nonzero rows only: returns
+        (loss, grads with grads["C"] the (k, m) rows, state, the k word ids of those rows)."""
         X, Y = check_batch(X, Y, self.V)
         P = self.params
         (B, T), h = X.shape, self.config.h
@@ -103,11 +111,8 @@ class _Fast:
         gx = np.matmul(gz2, P["Wx"], out=self._buffer("gx", x2.shape))  # (T B, m)
         if mask_x is not None:
             gx *= mask_x.reshape(T * B, -1)  # backward through dropout on x
-        words, sums = segment_sum(X.T.ravel(), gx)
-        gC = self._buffer("gC", P["C"].shape, zero=True)
-        gC[words] = sums
-        grads["C"] = gC
-        return loss, {k: grads[k] for k in P}, cache["state"]
+        words, grads["C"] = segment_sum(X.T.ravel(), gx)  # each word's rows of dL/dx added up
+        return loss, {k: grads[k] for k in P}, cache["state"], words
 
     def chunk_log_prob(self, X, Y, state, resets=None):
         if type(self.output) is not FullSoftmax:

@@ -35,8 +35,8 @@ def check_clip(max_norm: float) -> float:
 
 
 def grad_norm(grads: dict) -> float:
-    """||g||: the Euclidean norm of all the gradients together, in float64."""
-    return math.sqrt(sum(float(np.dot(g.ravel().astype(np.float64, copy=False), g.ravel())) for g in grads.values()))
+    """||g||: the Euclidean norm of all the gradients together (each sum of squares in the gradient's dtype)."""
+    return math.sqrt(sum(float(np.dot(g.ravel(), g.ravel())) for g in grads.values()))
 
 
 def clip_grad_norm(grads: dict, max_norm: float) -> float:
@@ -55,12 +55,19 @@ def clip_grad_norm(grads: dict, max_norm: float) -> float:
     return norm
 
 
-def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed=("C", "Wx", "Wh", "U")) -> None:
+def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed=("C", "Wx", "Wh", "U"),
+             rows: dict | None = None) -> None:
     """In place: p -= lr (g + weight_decay p) for the ``decayed`` names, p -= lr g for the others
-    (as p <- (1 - lr weight_decay) p - lr g; the gradients are overwritten)."""
+    (as p <- (1 - lr weight_decay) p - lr g; the gradients are overwritten). ``rows``: for a name
+    whose gradient is given by its nonzero rows only (the look-up table C), the ids of those rows:
+    weight decay still shrinks every row, the gradient step moves only those."""
+    rows = rows or {}
     for name, g in grads.items():
         p = params[name]
         if weight_decay and name in decayed:
             p *= p.dtype.type(1 - lr * weight_decay)
         g *= p.dtype.type(lr)
-        p -= g
+        if name in rows:
+            p[rows[name]] -= g  # the ids are unique: one subtraction per row
+        else:
+            p -= g

@@ -22,6 +22,7 @@ in order with the state carried through all of it (:func:`split_log_probs`).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,6 +128,7 @@ class StreamBackend:
         self.state = None  # the carried state: a tuple of (B, h) arrays
         self.drop_rng = np.random.default_rng([config.seed, 1])  # the dropout masks
         self.norms = np.zeros(3)  # this epoch: sum of gradient norms, updates, updates clipped
+        self.valid_seconds = 0.0
 
     def batches(self, data, config):
         """The epoch plan from a Corpus, or from (train ids, valid ids or None)."""
@@ -151,19 +153,27 @@ class StreamBackend:
         dt = np.dtype(m.config.dtype)
         mx = dropout_mask(self.drop_rng, (T, B, m.config.m), c.dropout_x, dt)
         ma = dropout_mask(self.drop_rng, (T, B, m.config.h), c.dropout_a, dt)
-        loss, grads, self.state = m.loss_and_grads(X, Y, self.state, mx, ma, resets)
-        norm = clip_grad_norm(grads, self.stream.clip)
+        rows = {}
+        if hasattr(m, "loss_and_sparse_grads"):  # the fast path: only the batch's rows of dL/dC
+            loss, grads, self.state, rows["C"] = m.loss_and_sparse_grads(X, Y, self.state, mx, ma, resets)
+        else:
+            loss, grads, self.state = m.loss_and_grads(X, Y, self.state, mx, ma, resets)
+        norm = clip_grad_norm(grads, self.stream.clip)  # the zero rows of dL/dC add nothing to the norm
         self.norms += (norm, 1, norm > self.stream.clip)
-        sgd_step(m.params, grads, lr, c.weight_decay, DECAYED)
+        sgd_step(m.params, grads, lr, c.weight_decay, DECAYED, rows)
         return loss
 
     def epoch_extra(self) -> dict:
         s, n, clipped = self.norms
         self.norms = np.zeros(3)
-        return {"grad_norm_mean": round(float(s / max(n, 1)), 4), "clipped_fraction": round(float(clipped / max(n, 1)), 4)}
+        return {"grad_norm_mean": round(float(s / max(n, 1)), 4), "clipped_fraction": round(float(clipped / max(n, 1)), 4),
+                "valid_seconds": round(self.valid_seconds, 2)}
 
     def perplexity(self, inputs, targets) -> float:
-        return self.model.perplexity(inputs, targets)
+        t0 = time.monotonic()
+        out = self.model.perplexity(inputs, targets)
+        self.valid_seconds = time.monotonic() - t0
+        return out
 
     def params(self) -> dict:
         return self.model.params
