@@ -188,3 +188,48 @@ def test_bad_batches_are_one_line():
         RecurrentConfig(V=5, cell="gru").validate()
     with pytest.raises(UserError, match="cannot have cell"):
         LSTM(RecurrentConfig(V=5, cell="rnn"))
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_gradient_through_time_against_finite_differences(cell):
+    """||dL_t/dh_{t-k}|| of the measurement equals the norm of the numerical gradient of L_t with respect
+    to the state h_{t-k} carried into the last k steps (the LSTM's cell s_{t-k} held fixed)."""
+    from nplm_edu.analysis.recurrent import gradient_through_time
+
+    cfg = RecurrentConfig(V=20, cell=cell, m=4, h=6, dtype="float64", seed=2)
+    model = recurrent_model(cfg)
+    ids = np.random.default_rng(1).integers(0, 20, 40)
+    K, warmup = 4, 3
+    got = gradient_through_time(model, ids, K=K, positions=1, warmup=warmup)
+    W = warmup + K + 1
+    X = ids[None, :W]
+    cache = model.forward(X)
+    for k in range(K + 1):
+        start = W - 1 - k  # h_{t-k} is the output of this step
+        state = [s[start + 1].copy() for s in ([cache["hs"]] + ([cache["ss"]] if cell == "lstm" else []))]
+        rest, target = X[:, start + 1:], ids[W]
+
+        def loss(h):
+            st = tuple([h] + state[1:])
+            if rest.shape[1] == 0:
+                hT = h
+            else:
+                hT = model.forward(rest, state=st)["state"][0]
+            return -model.output.log_prob(model.params, {"U": hT}, np.array([target]))[0]
+
+        num = np.zeros(cfg.h)
+        for j in range(cfg.h):
+            e = np.zeros((1, cfg.h))
+            e[0, j] = 1e-6
+            num[j] = (loss(state[0] + e) - loss(state[0] - e)) / 2e-6
+        assert got[k] == pytest.approx(np.linalg.norm(num), rel=1e-5), k
+
+
+def test_distance_to_the_paragraph_mark():
+    from nplm_edu.analysis.recurrent import by_distance, distance_to_mark
+
+    d = distance_to_mark(np.array([5, 9, 1, 9, 9, 1]), mark=9, start=100)
+    assert d.tolist() == [100, 1, 2, 1, 1, 2]
+    rows = by_distance(d, {"a": np.log(np.full(6, 0.5))})
+    assert rows[0]["bin"] == "1" and rows[0]["tokens"] == 3 and rows[0]["a"] == 2.0
+    assert sum(r["tokens"] for r in rows) == 6

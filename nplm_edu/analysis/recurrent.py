@@ -48,3 +48,47 @@ def mixture_with(valid_a, valid_b, test_a, test_b) -> dict:
     lam = float(em_weight(valid_a, valid_b)[0])
     return {"weight": round(lam, 5), "valid": ppl(mixed_log_prob(valid_a, valid_b, lam)),
             "test": None if test_a is None else ppl(mixed_log_prob(test_a, test_b, lam))}
+
+
+def gradient_through_time(model, ids: np.ndarray, K: int = 50, positions: int = 128, warmup: int = 50) -> list:
+    """How far back a prediction's gradient reaches: the geometric mean over ``positions`` places t of
+    the stream ``ids`` of ||dL_t/dh_{t-k}|| for k = 0..K, with L_t = -log P(w_{t+1} | w_1..w_t) and
+    h_{t-k} the state k steps earlier (each place read from a zero state ``warmup`` + K words before).
+
+    For the Elman network dL/dh_{t-1} = (dL/dh_t * (1 - h_t^2)) Wh: a product of k Jacobians, which
+    shrinks geometrically when their norms are below 1 (the vanishing gradient of seed 003, section
+    2.4); the LSTM's cell passes dL/ds_{t-1} = f_t dL/ds_t back without that product."""
+    from ..models.lstm import LSTM
+    from ..models.rnn import ElmanRNN
+
+    W = warmup + K + 1  # words read before each prediction
+    ends = np.linspace(W - 1, len(ids) - 2, positions).astype(int)  # the last word read at each place
+    X = np.stack([ids[e - W + 1:e + 1] for e in ends])  # (B, W): one place per stream
+    target = ids[ends + 1]  # (B,)
+    is_lstm = isinstance(model, LSTM)
+    cache = (LSTM if is_lstm else ElmanRNN).forward(model, X)  # the reference forward: readable caches
+    P, h = model.params, model.config.h
+    hT = cache["hs"][-1].astype(np.float64)  # (B, h)
+    y = hT @ P["U"].T.astype(np.float64) + P["b"]  # (B, |V|)
+    p = np.exp(y - y.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(len(target)), target] -= 1  # dL_t/dy for one token (not a mean)
+    gh = p @ P["U"].astype(np.float64)  # dL_t/dh_t  (B, h)
+    gs = np.zeros_like(gh)
+    Wh = P["Wh"].astype(np.float64)
+    norms = []
+    for k in range(K + 1):
+        norms.append(np.linalg.norm(gh, axis=1))  # ||dL_t/dh_{t-k}||  (B,)
+        t = W - 1 - k  # the step whose output is h_{t-k}
+        if is_lstm:  # backward through step t (as LSTM.backward, without the parameters' gradients)
+            i, f, o, g = (cache["gates"][t][:, j * h:(j + 1) * h].astype(np.float64) for j in range(4))
+            tanh_s = np.tanh(cache["ss"][t + 1].astype(np.float64))
+            gs = gs + gh * o * (1 - tanh_s ** 2)
+            gz = np.concatenate([gs * g * i * (1 - i), gs * cache["prev_s"][t] * f * (1 - f),
+                                 gh * tanh_s * o * (1 - o), gs * i * (1 - g ** 2)], axis=1)
+            gs = gs * f
+        else:  # backward through h_t = tanh(x_t Wx^T + h_{t-1} Wh^T + d)
+            gz = gh * (1 - cache["hs"][t + 1].astype(np.float64) ** 2)
+        gh = gz @ Wh
+    logs = np.log10(np.maximum(np.array(norms), 1e-300))  # (K + 1, B)
+    return [round(float(10 ** v), 8) for v in logs.mean(axis=1)]

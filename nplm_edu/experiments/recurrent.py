@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..analysis.evaluation import r3
 from ..analysis.mixture import batched_log_prob
-from ..analysis.recurrent import by_distance, distance_to_mark, mixture_with, ppl
+from ..analysis.recurrent import by_distance, distance_to_mark, gradient_through_time, mixture_with, ppl
 from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..models.ngram import KneserNey
@@ -50,6 +50,7 @@ _TRAIN = TrainConfig(epochs=20, batch=32, lr=20.0, decay_rate=0.0, lr_decay=0.85
 SETTINGS = {cell: (RecurrentConfig(V=2, cell=cell, m=256, h=256), _TRAIN, StreamConfig(T=35, clip=0.25))
             for cell in CELLS}
 QUICK = dict(h=32, m=32, batch=8, T=10, epochs=2)  # --quick: a small network on a slice, two epochs
+GRAD_K = 50  # steps back of the gradient-through-time measurement
 TARGETS = {"lstm": 0.70, "lstm_mix": 0.65, "rnn": 0.80}  # bars set by this project (ratios to our KN 5-gram)
 
 
@@ -152,6 +153,8 @@ def evaluate(cell, model, history, corpus, kn, kn5_ref, seconds, resumed, settin
         dist = distance_to_mark(split_stream(corpus, "test")[0], paragraph_id(corpus.vocab))
         row["test_by_distance"] = by_distance(dist, {cell: lp["test"], f"{cell}_reset": reset["test"],
                                                      "kn5": kn["test"]})
+    # the vanishing gradient, measured on the validation stream: ||dL_t/dh_{t-k}|| for k = 0..50
+    row["gradient_through_time"] = gradient_through_time(model, split_stream(corpus, "valid")[0], K=GRAD_K)
     row.update({"tokens_per_second": round(tokens / max(train_s, 1e-9), 1), "train_seconds": round(train_s, 1),
                 "seconds_training_this_call": round(seconds, 1), "eval_seconds": round(time.perf_counter() - t0, 1),
                 "wall_seconds": round(sum(e["seconds"] for e in epochs) + time.perf_counter() - t0, 1),
