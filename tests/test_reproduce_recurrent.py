@@ -26,7 +26,7 @@ def test_quick_rows_and_numbers(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["complete"] and doc["commit"] and doc["command"].startswith("python -m nplm_edu")
     rows = {r["model"]: r for r in doc["rows"]}
-    assert list(rows) == ["lstm", "rnn"]
+    assert list(rows) == ["rnn", "lstm"]
     corpus = load_corpus("synthetic", synthetic_tokens=8000)
     kn5 = KneserNey(5, corpus.V).fit(corpus.train)
     kv, kt = (batched_log_prob(kn5, *corpus.windows(s, 5)) for s in ("valid", "test"))
@@ -49,6 +49,17 @@ def test_quick_rows_and_numbers(tmp_path):
     again = {r["model"]: r for r in json.loads(out.read_text())["rows"]}
     for cell in rows:
         assert again[cell]["resumed"] and again[cell]["test_ppl"] == rows[cell]["test_ppl"]
+
+
+def test_models_run_by_separate_commands_share_the_file(tmp_path):
+    out, runs = tmp_path / "r.json", tmp_path / "runs"
+    assert main([*TINY, "--out", str(out), "--runs-dir", str(runs), "--models", "rnn"]) == 0
+    first = json.loads(out.read_text())
+    assert [r["model"] for r in first["rows"]] == ["rnn"] and not first["complete"]
+    assert main([*TINY, "--out", str(out), "--runs-dir", str(runs), "--models", "lstm"]) == 0
+    both = json.loads(out.read_text())
+    assert [r["model"] for r in both["rows"]] == ["rnn", "lstm"] and both["complete"]
+    assert both["rows"][0] == first["rows"][0] and all(r["commit"] and r["command"] for r in both["rows"])
 
 
 @pytest.mark.parametrize("extra,message", [(["--T", "0"], "T (time steps per batch) must be"),
