@@ -84,7 +84,7 @@ def _help_entries(target: str, capsys) -> dict[str, str]:
 def test_each_target_offers_its_own_options_with_its_dataclass_defaults(capsys):
     """The defaults `--help` shows, and the values parsed when an option is not given, are the
     experiment's dataclass defaults; and no target offers another's options."""
-    from nplm_edu.experiments import beyond, lr_sweep, minibatch, ngrams, output_layers as ol, table1 as t1
+    from nplm_edu.experiments import beyond, lr_sweep, minibatch, ngrams, output_layers as ol, recurrent, table1 as t1
 
     def fields(instance, names=None):
         return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)
@@ -96,7 +96,8 @@ def test_each_target_offers_its_own_options_with_its_dataclass_defaults(capsys):
            "beyond": {**fields(beyond.NETWORK, beyond.NETWORK_OPTIONS), **fields(beyond.TRAIN, beyond.TRAIN_OPTIONS),
                       **fields(beyond.BeyondOptions())},
            "lr-sweep": fields(lr_sweep.LrSweepOptions()),
-           "output-layers": {**fields(ol.TRAIN, ol.TRAIN_OPTIONS), **fields(ol.OutputLayersOptions())}}
+           "output-layers": {**fields(ol.TRAIN, ol.TRAIN_OPTIONS), **fields(ol.OutputLayersOptions())},
+           "recurrent": fields(recurrent.RecurrentOptions())}
     common = {"-h", "--corpus", "--train-size", "--valid-size", "--min-count", "--corpus-seed", "--synthetic-tokens",
               "--out", "--quiet"}
     assert set(own) == set(TARGETS)

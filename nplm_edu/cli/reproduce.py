@@ -11,18 +11,19 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM
     python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 15 minutes)
     python -m nplm_edu reproduce output-layers      # MLP9 with five cheaper output layers (resumable)
+    python -m nplm_edu reproduce recurrent          # after 2003: an Elman RNN and an LSTM on Brown (hours)
 """
 
 from __future__ import annotations
 
-from ..experiments import beyond, lr_sweep, minibatch, ngrams, output_layers, table1
+from ..experiments import beyond, lr_sweep, minibatch, ngrams, output_layers, recurrent, table1
 from ..models.nplm import NPLMConfig
 from ..training.trainer import TrainConfig
 from .corpus import add_corpus_args, corpus_spec
 from .options import add_options, from_options
 from .train import HELP
 
-TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep", "output-layers")
+TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep", "output-layers", "recurrent")
 
 
 def _common(p, default_out: str) -> None:
@@ -72,6 +73,11 @@ def _output_layers(args) -> int:
     ol = output_layers
     cfg = from_options(TrainConfig, args, **{k: getattr(ol.TRAIN, k) for k in _only(ol.TRAIN, ol.TRAIN_OPTIONS)})
     ol.run_output_layers(cfg, from_options(ol.OutputLayersOptions, args), corpus_spec(args), args.out, args.quiet)
+    return 0
+
+
+def _recurrent(args) -> int:
+    recurrent.run_recurrent(from_options(recurrent.RecurrentOptions, args), corpus_spec(args), args.out, args.quiet)
     return 0
 
 
@@ -150,3 +156,24 @@ def add_cli(subparsers) -> None:
         "runs_dir": "where methods checkpoint (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
         "force": "start the results file and the methods' runs again"})
     q.set_defaults(func=_output_layers)
+
+    q = sub.add_parser("recurrent", help="an Elman RNN and an LSTM on Brown (hours, resumable)",
+                       description=recurrent.__doc__.split("\n\n")[0])
+    _common(q, "data/results/recurrent.json (recurrent_quick.json with --quick)")
+    net, cfg, stream = recurrent.SETTINGS["lstm"]
+    fixed = {"h": net.h, "m": net.m, "batch": cfg.batch, "T": stream.T, "clip": stream.clip, "lr": cfg.lr,
+             "lr_decay": cfg.lr_decay, "dropout": cfg.dropout_x, "weight_decay": cfg.weight_decay,
+             "epochs": cfg.epochs, "patience": cfg.patience, "seed": cfg.seed}
+    add_options(q, recurrent.RecurrentOptions(), help={
+        "models": "which models, in this order (rnn, lstm)",
+        "quick": f"the same pipeline on a slice with a small network ({recurrent.QUICK}), into recurrent_quick.json",
+        "runs_dir": "where the models checkpoint (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "force": "train again from scratch",
+        "test": "score the test set too (--no-test: validation only, for trials of settings)",
+        **{k: f"override the fixed setting {v} for every model" for k, v in fixed.items()},
+        "h": f"hidden units (fixed setting {net.h})", "m": f"features per word (fixed setting {net.m})",
+        "batch": f"B, parallel streams (fixed setting {cfg.batch})",
+        "T": f"time steps per batch, the truncation of BPTT (fixed setting {stream.T})",
+        "clip": f"gradient-norm clipping threshold (fixed setting {stream.clip})",
+        "dropout": f"dropout on x_t and h_t (fixed setting {cfg.dropout_x})"})
+    q.set_defaults(func=_recurrent)

@@ -33,7 +33,6 @@ command, commit and machine.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ from ..models.ngram import KneserNey
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TRAJECTORY, TrainConfig, train
-from .common import RESULTS, check_output_path, is_full_brown, kn5_test, runs_root, write_json_atomic, write_results
+from .common import RESULTS, check_output_path, is_full_brown, kn5_test, prepare_run, runs_root, write_results
 from .table1 import table_corpus
 
 # the network and training of data/results/beyond.json (the defaults of `reproduce beyond`): the paper's SGD
@@ -116,18 +115,8 @@ def run_beyond(net: NPLMConfig = NETWORK, cfg: TrainConfig = TRAIN, opts: Beyond
     mcfg = NPLMConfig(V=corpus.V, n=net.n, h=net.h, m=net.m, direct=net.direct, dtype=net.dtype, seed=cfg.seed)
     stamp_data = {"model": asdict(mcfg), "train": {k: getattr(cfg, k) for k in TRAJECTORY},
                   "corpus": corpus.name, "tokens": tokens, "min_count": spec.min_count}
-    stamp, ckpt = run_dir / "run_config.json", run_dir / "checkpoint.npz"
-    if ckpt.exists():
-        old = json.loads(stamp.read_text()) if stamp.exists() else None
-        if old != stamp_data and not (opts.force or opts.quick):
-            raise UserError(f"{run_dir} holds a run with other settings: pass --force to train from scratch, "
-                            "or another --runs-dir")
-        if old != stamp_data or opts.force:
-            shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(stamp, stamp_data)
+    resumed = prepare_run(run_dir, stamp_data, opts.force, opts.quick)
     model = FusedNPLM(mcfg)
-    resumed = ckpt.exists()
     if not quiet:
         print(f"== beyond: {corpus.name}, |V| = {corpus.V:,}; n {mcfg.n}, h {mcfg.h}, m {mcfg.m}, direct "
               f"{mcfg.direct}, {model.num_params():,} parameters; {cfg.optimizer} lr {cfg.lr:g} "

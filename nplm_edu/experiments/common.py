@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -96,6 +97,23 @@ def check_output_path(path) -> Path:
         raise UserError(f"{path} is a folder: --out takes a file path")
     check_writable(path.parent)
     return path
+
+
+def prepare_run(run_dir: Path, stamp_data: dict, force: bool, quick: bool) -> bool:
+    """Make ``run_dir`` ready for a training run with the settings ``stamp_data`` (kept in its
+    run_config.json); returns whether a checkpoint is there to resume. A checkpoint made with other
+    settings is refused (one clear line) unless ``force`` or ``quick``, which start afresh."""
+    stamp, ckpt = run_dir / "run_config.json", run_dir / "checkpoint.npz"
+    if ckpt.exists():
+        old = json.loads(stamp.read_text()) if stamp.exists() else None
+        if old != stamp_data and not (force or quick):
+            raise UserError(f"{run_dir} holds a run with other settings: pass --force to train from scratch, "
+                            "or another --runs-dir")
+        if old != stamp_data or force:
+            shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(stamp, stamp_data)
+    return ckpt.exists()
 
 
 def runs_root(runs_dir: str | None) -> Path:

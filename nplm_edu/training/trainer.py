@@ -6,6 +6,8 @@ parameters by the rule of :mod:`nplm_edu.training.optim` (the paper's SGD or Ada
 lr / (1 + r t) * lr_decay^epoch); after every epoch the validation perplexity decides early stopping
 (``patience`` epochs without a better one), and the best parameters are kept.
 
+The batches of an epoch are :class:`WindowBatches` (n-gram windows, permuted) unless the backend
+brings its own plan (``backend.batches``: a recurrent model's stream, :mod:`nplm_edu.training.stream`).
 How one minibatch is computed is a *backend* (:class:`SerialBackend` here; the output-block and
 hogwild algorithms of section 3 are backends in :mod:`nplm_edu.training.parallel`). The loop, its
 :class:`~nplm_edu.training.checkpoint.TrainState`, its checkpoint format and its guards are the same
@@ -31,7 +33,8 @@ from .checkpoint import (TrainingDiverged, TrainState, check_writable, data_fing
 from .guards import Interrupt, exploded, safe_exp
 from .optim import Adam, dropout_mask, learning_rate, sgd_step
 
-__all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "train", "training_windows", "epoch_order"]
+__all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "WindowBatches", "train",
+           "training_windows", "epoch_order"]
 
 
 @dataclass
@@ -113,6 +116,27 @@ def training_windows(data, n: int, config: TrainConfig):
         raise UserError("no training examples")
     per_epoch = N if config.examples_per_epoch is None else min(N, config.examples_per_epoch)
     return tr_ctx, tr_tgt, valid, per_epoch
+
+
+class WindowBatches:
+    """The NPLM's epoch: the first ``examples_per_epoch`` windows of one permutation drawn from the
+    trainer's generator, K = ``config.batch`` at a time."""
+    unit = "ex"
+
+    def __init__(self, data, n: int, config: TrainConfig):
+        self.ctx, self.tgt, self.valid, self.per_epoch = training_windows(data, n, config)
+        self.K, self.n_batches = config.batch, -(-self.per_epoch // config.batch)
+        self.fingerprint = (self.tgt, None if self.valid is None else self.valid[1])
+
+    def order(self, rng: np.random.Generator) -> np.ndarray:
+        return epoch_order(len(self.tgt), rng)[:self.per_epoch]
+
+    def done(self, batches: int) -> int:  # examples in the first `batches` batches of an epoch
+        return min(batches * self.K, self.per_epoch)
+
+    def batch(self, order, j: int):  # (the arguments of backend.update before lr, examples in batch j)
+        idx = order[j * self.K:(j + 1) * self.K]
+        return (self.ctx[idx], self.tgt[idx]), len(idx)
 
 
 # --------------------------------------------------------------------------- backends
@@ -215,9 +239,10 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     from tqdm.auto import tqdm
 
     backend = backend or SerialBackend(model, config)
-    tr_ctx, tr_tgt, valid, per_epoch = training_windows(corpus_or_windows, model.order, config)
-    N, V = len(tr_tgt), model.V
-    fingerprint = data_fingerprint(V, tr_tgt, None if valid is None else valid[1])
+    plan = (backend.batches(corpus_or_windows, config) if hasattr(backend, "batches")
+            else WindowBatches(corpus_or_windows, model.order, config))
+    valid, per_epoch, V = plan.valid, plan.per_epoch, model.V
+    fingerprint = data_fingerprint(V, *plan.fingerprint)
     out = Path(out_dir) if out_dir is not None and backend.writer else None
     ckpt = out / "checkpoint.npz" if out is not None else None
     if resume and out_dir is None:
@@ -267,16 +292,15 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         return TrainingDiverged(f"{what} at {at or f'update {state.step}'} of epoch {state.epoch + 1}{detail}{where}; "
                                 "try a smaller learning rate")
 
-    K = config.batch
-    n_batches = -(-per_epoch // K)
+    K, n_batches = config.batch, plan.n_batches
     last_save = time.monotonic()
     limit_hit = False
     with Interrupt(backend.interruptible) as stop, np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         while state.epoch < config.epochs and not state.done and not limit_hit:
             rng.bit_generator.state = state.rng_state  # the order of this epoch, also after resume
-            order = epoch_order(N, rng)[:per_epoch]
+            order = plan.order(rng)
             t_epoch = time.monotonic() - state.epoch_seconds
-            bar = tqdm(total=per_epoch, initial=min(state.batch_in_epoch * K, per_epoch), unit="ex",
+            bar = tqdm(total=per_epoch, initial=plan.done(state.batch_in_epoch), unit=plan.unit,
                        desc=f"epoch {state.epoch + 1}/{config.epochs}", disable=quiet or not backend.writer,
                        leave=False)
             if hasattr(backend, "run_epoch"):  # the whole epoch at once (hogwild's worker processes)
@@ -298,16 +322,16 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                 if config.max_updates is not None and state.step >= config.max_updates:
                     limit_hit = True
                     break
-                idx = order[j * K:(j + 1) * K]
+                args, count = plan.batch(order, j)
                 lr = learning_rate(config.lr, config.decay_rate, state.step, config.lr_decay, state.epoch)
-                loss = backend.update(tr_ctx[idx], tr_tgt[idx], lr)
+                loss = backend.update(*args, lr)
                 if exploded(loss, V):
                     raise diverged(f"the training loss became {loss:.4g}")
                 state.step += 1
                 state.batch_in_epoch = j + 1
-                state.loss_sum += loss * len(idx)
-                state.loss_count += len(idx)
-                bar.update(len(idx))
+                state.loss_sum += loss * count
+                state.loss_count += count
+                bar.update(count)
                 if not quiet and (j % 20 == 0 or j == n_batches - 1):
                     bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.3g}", refresh=False)
                 interrupted = stop.flag

@@ -1,0 +1,182 @@
+"""Training speed of the LSTM language model: tokens/s of our training step, and (when PyTorch is
+installed) of PyTorch's nn.LSTM + nn.Linear + cross-entropy + SGD on the same shapes and threads.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_recurrent.py [--seconds 10] [--threads 1] [--json F]
+
+Shapes: |V| = 17,907 (Brown), m = h = 256 and 512, B = 32 streams, T = 35 steps, the full softmax
+(the class-factored output layer is measured too once the package has one). One step is what the
+trainer does per batch (:meth:`nplm_edu.training.stream.StreamBackend.update`): forward over T steps
+from the carried state, the output layer for all T B positions, truncated BPTT, the gradient norm
+clipped, SGD. PyTorch does the same: embedding, ``nn.LSTM``, ``nn.Linear``, ``cross_entropy``
+(mean over the T B tokens), ``clip_grad_norm_``, ``SGD``, the state carried and detached.
+FLOPs per token: 6 |V| h for the output layer (logits, dL/dh, dL/dU) + 6 (4h)(m + h) for the gates.
+Ours and PyTorch's alternate in rounds and the best round of each counts: on a shared, noisy
+machine that is fairer than one long run each; the load average before and after is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def _threads_from_argv() -> int:
+    # thread pools are sized when numpy / torch load: set the env vars before importing them
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return int(sys.argv[i + 1])
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+    return int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))
+
+
+THREADS = _threads_from_argv()
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = str(THREADS)
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nplm_edu.models.rnn import RecurrentConfig  # noqa: E402
+from nplm_edu.numerics.recurrent import recurrent_model  # noqa: E402
+from nplm_edu.training.stream import StreamBackend, StreamConfig  # noqa: E402
+from nplm_edu.training.trainer import TrainConfig  # noqa: E402
+
+V, B, T = 17_907, 32, 35
+HIDDEN = (256, 512)
+
+
+def flops_per_token(h: int, m: int) -> float:
+    return 6.0 * V * h + 6.0 * 4 * h * (m + h)
+
+
+def matmul_peak(seconds: float) -> float:
+    """GFLOP/s of the best 2048^3 float32 matmul (numpy's BLAS, the same threads)."""
+    a, b = np.random.default_rng(0).standard_normal((2, 2048, 2048), dtype=np.float32)
+    out = np.empty_like(a)
+    np.matmul(a, b, out=out)
+    best, t_end = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        t = time.perf_counter()
+        np.matmul(a, b, out=out)
+        best = max(best, 2 * 2048 ** 3 / (time.perf_counter() - t) / 1e9)
+    return best
+
+
+def batches(count: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [(rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))) for _ in range(count)]
+
+
+def time_loop(step, data, seconds: float, min_steps: int = 2) -> float:
+    """Tokens/s of ``step`` over the data (cycled) for about ``seconds`` after one warm-up step."""
+    step(*data[0])
+    done, i, t0 = 0, 0, time.perf_counter()
+    while True:
+        X, Y = data[i % len(data)]
+        step(X, Y)
+        done += X.size
+        i += 1
+        if i >= min_steps and time.perf_counter() - t0 > seconds:
+            break
+    return done / (time.perf_counter() - t0)
+
+
+def numpy_step(h: int):
+    """Our training step, as the trainer calls it (no dropout)."""
+    model = recurrent_model(RecurrentConfig(V=V, cell="lstm", m=h, h=h, seed=0))
+    cfg = TrainConfig(batch=B, lr=1.0, weight_decay=0.0)
+    backend = StreamBackend(model, cfg, StreamConfig(T=T, clip=0.25))
+    state = {"first": True}
+
+    def step(X, Y):
+        backend.update(X, Y, None, state["first"], 1.0)
+        state["first"] = False
+
+    return step
+
+
+def torch_step(h: int):
+    import torch
+
+    torch.set_num_threads(THREADS)
+    torch.manual_seed(0)
+    emb, lstm, out = torch.nn.Embedding(V, h), torch.nn.LSTM(h, h, batch_first=True), torch.nn.Linear(h, V)
+    params = list(emb.parameters()) + list(lstm.parameters()) + list(out.parameters())
+    opt = torch.optim.SGD(params, lr=1.0)
+    state = {"hc": None}
+
+    def step(X, Y):
+        x, y = torch.from_numpy(X), torch.from_numpy(Y)
+        hs, hc = lstm(emb(x), state["hc"])
+        state["hc"] = tuple(s.detach() for s in hc)  # truncated BPTT: the state carried, no gradient into it
+        loss = torch.nn.functional.cross_entropy(out(hs).reshape(-1, V), y.reshape(-1))
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 0.25)
+        opt.step()
+
+    return step
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=10.0, help="time per measurement (split into rounds)")
+    ap.add_argument("--threads", type=int, default=THREADS, help="BLAS / torch threads (default OMP_NUM_THREADS)")
+    ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+    ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_recurrent_1thread.json)")
+    args = ap.parse_args()
+    started = time.monotonic()
+    try:
+        if args.no_torch:
+            raise ImportError
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+    load_before = list(os.getloadavg())
+    print(f"threads {THREADS}; numpy {np.__version__}; torch: {torch_version or 'not installed (skipped)'}; "
+          f"load average {load_before[0]:.2f}")
+    peak = matmul_peak(3.0)
+    print(f"float32 matmul peak (2048^3, best): {peak:.1f} GFLOP/s")
+    print(f"{'h':>4} {'ours tok/s':>10} {'GFLOP/s':>8} {'of peak':>8}" +
+          (f" {'torch tok/s':>11} {'ours/torch':>10}" if torch_version else ""))
+    rounds, rows, data = 3, [], batches(4)
+    for h in HIDDEN:
+        steps = {"ours": numpy_step(h)}
+        if torch_version:
+            steps["torch"] = torch_step(h)
+        best = dict.fromkeys(steps, 0.0)
+        for _ in range(rounds):
+            for who, step in steps.items():
+                best[who] = max(best[who], time_loop(step, data, args.seconds / rounds))
+        gf = best["ours"] * flops_per_token(h, h) / 1e9
+        line = f"{h:4d} {best['ours']:10.0f} {gf:8.1f} {gf / peak:8.1%}"
+        if torch_version:
+            line += f" {best['torch']:11.0f} {best['ours'] / best['torch']:10.2f}"
+        print(line, flush=True)
+        rows.append({"cell": "lstm", "h": h, "m": h, "V": V, "B": B, "T": T, "output": "full softmax",
+                     "ours_tokens_per_s": round(best["ours"], 1), "gflops": round(gf, 2), "of_peak": round(gf / peak, 4),
+                     "torch_tokens_per_s": round(best["torch"], 1) if torch_version else None,
+                     "ours_over_torch": round(best["ours"] / best["torch"], 3) if torch_version else None})
+    load_after = list(os.getloadavg())
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (on {os.cpu_count()} cores: "
+          "above the core count, other jobs shared the machine and the numbers are low)")
+    if args.json:
+        from nplm_edu.experiments.common import write_results
+
+        write_results(Path(args.json), {
+            "threads": THREADS, "torch": torch_version, "load_average_before": load_before,
+            "load_average_after": load_after, "matmul_peak_gflops": round(peak, 2),
+            "flops_per_token": "6 |V| h + 6 (4h)(m + h)", "rows": rows,
+            "target": "at least 1.0x PyTorch at 1 and 2 threads",
+            "target_met": (all(r["ours_over_torch"] >= 1.0 for r in rows) if torch_version else None)},
+            started, command="python " + " ".join(sys.argv))
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
