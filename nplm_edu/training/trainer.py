@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import UserError, check_seed
 from .checkpoint import (TrainingDiverged, TrainState, check_writable, data_fingerprint, load_checkpoint,
                          remove_stale_temporaries, save_checkpoint, set_params)
+from ..models.nplm import PARAM_NAMES
 from .optim import Adam, dropout_mask, learning_rate, sgd_step
 
 __all__ = ["TrainConfig", "TrainingDiverged", "SerialBackend", "train", "training_windows", "epoch_order"]
@@ -41,7 +42,9 @@ class TrainConfig:
     ``optimizer``: "sgd" (the paper's rule) or "adam"; ``lr_decay``: lr multiplied by it after every
     epoch; ``dropout_x``, ``dropout_a``: inverted-dropout probabilities on x and a; ``tie``: U = C.
     ``examples_per_epoch`` limits each epoch to the first examples of its shuffled order;
-    ``max_updates`` stops the run after that many updates (None: no limit)."""
+    ``max_updates`` stops the run after that many updates (None: no limit).
+    ``frozen``: comma-separated parameters never updated (e.g. "C": the word features stay as they
+    were initialised or loaded, the paper's fixed-feature comparison of section 1.2); serial only."""
 
     epochs: int = 20
     batch: int = 128
@@ -61,6 +64,11 @@ class TrainConfig:
     checkpoint_every_minutes: float = 10.0
     examples_per_epoch: int | None = None
     max_updates: int | None = None
+    frozen: str = ""
+
+    def frozen_names(self) -> tuple[str, ...]:
+        """The parameters ``frozen`` names, as a tuple ("C, H" -> ("C", "H"))."""
+        return tuple(x.strip() for x in self.frozen.split(",") if x.strip())
 
     def validate(self) -> None:
         for name in ("epochs", "batch", "patience"):
@@ -84,6 +92,11 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise UserError(f"{name.replace('_', '-')} must be at least 1, got {v}")
+        bad = [x for x in self.frozen_names() if x not in PARAM_NAMES]
+        if bad:
+            raise UserError(f"frozen: unknown parameter {bad[0]!r}: use names among {', '.join(PARAM_NAMES)}")
+        if self.tie and "C" in self.frozen_names():
+            raise UserError("frozen C with tied embeddings would freeze U too: untie them or train C")
 
 
 # these change the trajectory: a resumed run must use the same values
@@ -134,14 +147,15 @@ class SerialBackend:
         self.model, self.config = model, config
         if config.tie and not model.tied:
             model.tie()
-        self.trained = {k: p for k, p in model.params.items() if not (model.tied and k == "U")}
+        frozen = config.frozen_names()
+        self.trained = {k: p for k, p in model.params.items() if not (model.tied and k == "U") and k not in frozen}
         self.adam = (Adam(self.trained, config.beta1, config.beta2, config.eps, config.weight_decay)
                      if config.optimizer == "adam" else None)
         self.drop_rng = np.random.default_rng([config.seed, 1])  # the dropout masks
         cfg = model.config
         self._widths = ((cfg.n - 1) * cfg.m, cfg.h)
         self._fused_sgd = (config.optimizer == "sgd" and not config.dropout_x and not config.dropout_a
-                           and hasattr(model, "sgd_update") and not model.tied)
+                           and hasattr(model, "sgd_update") and not model.tied and not frozen)
 
     def update(self, contexts, targets, lr: float) -> float:
         """One minibatch update; returns its mean NLL before the update."""
@@ -152,6 +166,7 @@ class SerialBackend:
         mx = dropout_mask(self.drop_rng, (len(targets), self._widths[0]), c.dropout_x, dt)
         ma = dropout_mask(self.drop_rng, (len(targets), self._widths[1]), c.dropout_a, dt)
         loss, grads = m.loss_and_grads(contexts, targets, mx, ma)
+        grads = {k: g for k, g in grads.items() if k in self.trained}  # frozen parameters stay as they are
         if self.adam is None:
             sgd_step(self.trained, grads, lr, c.weight_decay)
         else:
@@ -226,6 +241,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     without validation data). Returns the history dict."""
     from tqdm.auto import tqdm
 
+    if config.frozen_names() and backend is not None and not isinstance(backend, SerialBackend):
+        raise UserError("frozen parameters are for serial training only")
     backend = backend or SerialBackend(model, config)
     tr_ctx, tr_tgt, valid, per_epoch = training_windows(corpus_or_windows, model.order, config)
     N, V = len(tr_tgt), model.V
@@ -250,6 +267,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         for k in TRAJECTORY:
             if meta["train"].get(k) != getattr(config, k):
                 raise UserError(f"cannot resume with {k}={getattr(config, k)}: the checkpoint used {meta['train'].get(k)}")
+        if meta["train"].get("frozen", "") != config.frozen:  # older checkpoints froze nothing
+            raise UserError(f"cannot resume with frozen={config.frozen!r}: the checkpoint used "
+                            f"{meta['train'].get('frozen', '')!r}")
         if meta.get("data") != fingerprint:
             raise UserError(f"{path} was trained on other data (another corpus, split or vocabulary): "
                             "resume it on the same corpus, or start afresh without --resume")
