@@ -9,18 +9,19 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
     python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
     python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM
+    python -m nplm_edu reproduce central-claim      # unseen sentences made likely by similar words (about 40 min)
 """
 
 from __future__ import annotations
 
-from ..experiments import beyond, minibatch, ngrams, table1
+from ..experiments import beyond, central_claim, minibatch, ngrams, table1
 from ..models.nplm import NPLMConfig
 from ..training.trainer import TrainConfig
 from .corpus import add_corpus_args, corpus_spec
 from .options import add_options, from_options
 from .train import HELP
 
-TARGETS = ("ngrams", "table1", "minibatch", "beyond")
+TARGETS = ("ngrams", "table1", "minibatch", "beyond", "central-claim")
 
 
 def _common(p, default_out: str) -> None:
@@ -58,6 +59,11 @@ def _beyond(args) -> int:
     cfg = from_options(TrainConfig, args, **{k: getattr(beyond.TRAIN, k) for k in _only(beyond.TRAIN,
                                                                                          beyond.TRAIN_OPTIONS)})
     beyond.run_beyond(net, cfg, from_options(beyond.BeyondOptions, args), corpus_spec(args), args.out, args.quiet)
+    return 0
+
+
+def _central_claim(args) -> int:
+    central_claim.run_central_claim(from_options(central_claim.CentralClaimOptions, args), args.out, args.quiet)
     return 0
 
 
@@ -106,3 +112,17 @@ def add_cli(subparsers) -> None:
                                                  "runs_dir": "where the run checkpoints",
                                                  "force": "train again from scratch"})
     q.set_defaults(func=_beyond)
+
+    q = sub.add_parser("central-claim", help="unseen sentences made likely by similar words (about 40 minutes)",
+                       description="The paper's central claim, measured: sentences that pair chosen words are "
+                                   "removed from the synthetic grammar's training data and scored by the network "
+                                   "and the n-grams; on Brown, novel trigrams split by whether a near neighbour "
+                                   "of a context word makes them seen; C learned or fixed.")
+    q.add_argument("--out", default=None, help="output file (default data/results/central_claim.json, "
+                                                "central_claim_quick.json with --quick)")
+    q.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_options(q, central_claim.CentralClaimOptions(), help={
+        "seeds": "networks per variant on the synthetic grammar", "brown": "also the Brown part (needs the corpus)",
+        "quick": "the whole pipeline in about a minute", "runs_dir": "where the Brown networks checkpoint "
+                 "(default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)", "force": "train the Brown networks again"})
+    q.set_defaults(func=_central_claim)

@@ -1,0 +1,154 @@
+"""The central claim on Brown (part of ``reproduce central-claim``, :mod:`.central_claim`).
+
+1. Per-token comparison of a trained network with our Kneser-Ney 5-gram on the test tokens whose
+   trigram (w_{t-2}, w_{t-1}, w_t) never occurs in the training set, split by whether replacing
+   one of the two context words by one of its 10 nearest neighbours (cosine, in the network's
+   trained C) gives a trigram that does (:mod:`nplm_edu.analysis.novelty`); a control replaces
+   the neighbours by random words of about the same frequency.
+   The network is MLP9 of Table 1 trained with the table's settings (n 5, h 100, m 30, no direct
+   connections; K 128, eps_0 1.0, r 1e-4, weight decay 1e-4, 6 epochs, seed 0): a fixed budget,
+   about 20-30 minutes on one core, checkpointed so an interruption loses a few minutes.
+2. The paper's negative result (section 1.2): the same network on a slice of Brown (the first
+   200,000 training tokens, 50,000 validation tokens, 3 epochs), with C learned, with C fixed to
+   the first 30 principal components of the co-occurrence rows (:func:`pca_features`), and with C
+   fixed at its random initial values. A fixed table is rescaled to the root mean square of the
+   learned C of the same run, so the two fixed tables differ from the learned one only in their
+   directions.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..analysis.cooccurrence import nearest_neighbours, pca_features
+from ..analysis.evaluation import r3
+from ..analysis.mixture import batched_log_prob
+from ..analysis.novelty import compare, frequency_matched, ngram_keys, novelty_groups
+from ..data.corpus import windows
+from ..errors import UserError
+from ..models.ngram import KneserNey
+from ..models.nplm import NPLMConfig
+from ..numerics.fused import FusedNPLM
+from ..training.trainer import TrainConfig, train
+from .table1 import ROWS, TRAIN as TABLE1_TRAIN
+
+NETWORK = NPLMConfig(V=2, **ROWS["MLP9"])
+TRAIN = TABLE1_TRAIN  # 6 epochs, K 128, lr 1.0, r 1e-4, weight decay 1e-4, patience 3, seed 0
+NEIGHBOURS, ORDER = 10, 3  # k nearest neighbours; the n-gram whose novelty is tested (a trigram)
+SLICE, SLICE_EPOCHS, PCA_CONTEXTS = (200_000, 50_000), 3, 1000
+CONTROL_SEED = 0
+# --quick: the same pipeline in seconds (a small network, a small slice, a short test)
+QUICK = dict(network=NPLMConfig(V=2, n=5, m=30, h=20, direct=False), slice=(20_000, 5_000), epochs=1, test=5_000,
+             pca_contexts=200)
+
+
+def rescale(table: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """``table`` times the ratio of root mean squares: the magnitude of ``target``, its own directions."""
+    return table * np.sqrt(np.mean(np.square(target, dtype=np.float64)) / np.mean(np.square(table, dtype=np.float64)))
+
+
+def train_network(cfg: NPLMConfig, tcfg: TrainConfig, data, run_dir: Path, force: bool, quiet: bool, C=None):
+    """Train (or resume, or reload when finished) a network in ``run_dir``; ``C``: a fixed table."""
+    if force and run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    model = FusedNPLM(cfg)
+    if C is not None:
+        model.params["C"][:] = C
+    resume = (run_dir / "checkpoint.npz").exists()
+    t0 = time.perf_counter()
+    try:
+        history = train(model, data, tcfg, out_dir=run_dir, resume=resume, quiet=quiet)
+    except UserError as e:
+        raise UserError(f"{e} (or pass --force to train {run_dir.name} again)") from None
+    return model, history, time.perf_counter() - t0, resume
+
+
+def summary(history: dict, seconds: float, resumed: bool) -> dict:
+    return {"epochs_run": len(history["epochs"]), "best_epoch": history["best_epoch"],
+            "best_valid_ppl": r3(history["best_valid_ppl"]), "updates": history["updates"],
+            "train_seconds_this_run": round(seconds, 1), "resumed": resumed,
+            "train_seconds_all_epochs": round(sum(e["seconds"] for e in history["epochs"]), 1),
+            "history": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()}
+                        for e in history["epochs"]]}
+
+
+def run_brown(corpus, runs: Path, quick: bool, force: bool, quiet: bool) -> dict:
+    """Both parts on the loaded Brown corpus (see the module docstring); returns the JSON section."""
+    V = corpus.V
+    net = replace(QUICK["network"] if quick else NETWORK, V=V, seed=TRAIN.seed)
+    slice_ = QUICK["slice"] if quick else SLICE
+    epochs = QUICK["epochs"] if quick else TRAIN.epochs
+    tr_ctx, tr_tgt = corpus.windows("train", net.n)
+    va_ctx, va_tgt = corpus.windows("valid", net.n)
+    te_ctx, te_tgt = corpus.windows("test", net.n)
+    if quick:
+        tr_ctx, tr_tgt, va_ctx, va_tgt = tr_ctx[:slice_[0]], tr_tgt[:slice_[0]], va_ctx[:slice_[1]], va_tgt[:slice_[1]]
+        te_ctx, te_tgt = te_ctx[:QUICK["test"]], te_tgt[:QUICK["test"]]
+    train_ids = corpus.train[:slice_[0] + net.n - 1] if quick else corpus.train
+
+    # ---- part 1: the network against the Kneser-Ney 5-gram, on novel trigrams
+    if not quiet:
+        print(f"== central claim, Brown: MLP9-like network n {net.n} h {net.h} m {net.m}, {epochs} epochs", flush=True)
+    model, hist, secs, resumed = train_network(net, replace(TRAIN, epochs=epochs), ((tr_ctx, tr_tgt), (va_ctx, va_tgt)),
+                                               runs / "mlp9", force, quiet)
+    kn5 = KneserNey(5, V).fit(train_ids)
+    logs = {"network": batched_log_prob(model, te_ctx, te_tgt), "kn5": kn5.log_prob(te_ctx, te_tgt)}
+    table = np.unique(ngram_keys(*windows(train_ids, ORDER), V))
+    ctx3 = te_ctx[:, -(ORDER - 1):]
+    words = np.unique(ctx3)
+    nn = np.full((V, NEIGHBOURS), -1, np.int64)
+    nn[words] = nearest_neighbours(model.params["C"], words, NEIGHBOURS)
+    control = frequency_matched(nn, np.random.default_rng(CONTROL_SEED))
+    examples = {}
+    for w in ("Monday", "said", "man", "red", "three"):
+        if w in corpus.vocab.index and corpus.vocab.index[w] in words:
+            examples[w] = corpus.vocab.decode(nn[corpus.vocab.index[w]])
+    part1 = {
+        "network": {"model": asdict(net), "train": {k: v for k, v in asdict(replace(TRAIN, epochs=epochs)).items()
+                                                    if k in ("epochs", "batch", "lr", "decay_rate", "weight_decay",
+                                                             "patience", "seed")},
+                    **summary(hist, secs, resumed),
+                    "test_ppl": r3(np.exp(-logs["network"].mean()))},
+        "kn5_test_ppl": r3(np.exp(-logs["kn5"].mean())),
+        "test_tokens": int(len(te_tgt)), "order": ORDER, "neighbours": NEIGHBOURS,
+        "neighbour_examples": examples,
+        "groups": compare(novelty_groups(ctx3, te_tgt, table, nn, V), logs, "network", "kn5"),
+        "control_frequency_matched": compare(novelty_groups(ctx3, te_tgt, table, control, V), logs, "network", "kn5"),
+    }
+    for part in ("groups", "control_frequency_matched"):
+        for g in part1[part].values():
+            for m in ("network", "kn5"):
+                if g[f"mean_log_prob_{m}"] is not None:
+                    g[f"ppl_{m}"] = r3(np.exp(-g[f"mean_log_prob_{m}"]))
+
+    # ---- part 2: fixed features (the paper's negative result) on a slice
+    s_tr = (tr_ctx[:slice_[0]], tr_tgt[:slice_[0]])
+    s_va = (va_ctx[:slice_[1]], va_tgt[:slice_[1]])
+    s_ids = corpus.train[:slice_[0] + net.n - 1]
+    s_cfg = replace(TRAIN, epochs=QUICK["epochs"] if quick else SLICE_EPOCHS)
+    variants = {}
+    learned, h, secs, resumed = train_network(net, s_cfg, (s_tr, s_va), runs / "slice_learned", force, quiet)
+    C_learned = learned.params["C"]
+    contexts = QUICK["pca_contexts"] if quick else PCA_CONTEXTS
+    tables = {"fixed_pca": pca_features(s_ids, V, net.m, contexts),
+              "fixed_random": FusedNPLM(net).params["C"].astype(np.float64)}
+    for name, model_ in [("learned", (learned, h, secs, resumed))] + [(k, None) for k in tables]:
+        if model_ is None:
+            if not quiet:
+                print(f"== slice, C {name}", flush=True)
+            model_ = train_network(net, replace(s_cfg, frozen="C"), (s_tr, s_va), runs / f"slice_{name}", force,
+                                   quiet, C=rescale(tables[name], C_learned))
+        m, h, secs, resumed = model_
+        lp = batched_log_prob(m, te_ctx, te_tgt)
+        variants[name] = {**{k: v for k, v in summary(h, secs, resumed).items() if k != "history"},
+                          "valid_ppl_by_epoch": [round(e["valid_ppl"], 3) for e in h["epochs"]],
+                          "test_ppl": r3(np.exp(-lp.mean()))}
+    part2 = {"train_tokens": int(len(s_tr[1])), "valid_tokens": int(len(s_va[1])), "test_tokens": int(len(te_tgt)),
+             "epochs": s_cfg.epochs, "pca_context_words": contexts, "variants": variants}
+    return {"corpus": corpus.name, "V": V, "novel_trigrams": part1, "fixed_features": part2}
