@@ -8,6 +8,10 @@
    The network is MLP9 of Table 1 trained with the table's settings (n 5, h 100, m 30, no direct
    connections; K 128, eps_0 1.0, r 1e-4, weight decay 1e-4, 6 epochs, seed 0): a fixed budget,
    about 20-30 minutes on one core, checkpointed so an interruption loses a few minutes.
+   On the same network, section 5's rule for out-of-vocabulary words (:func:`oov_study`): every
+   word the vocabulary rule made ``<unk>`` and that occurs twice or more gets C(j) from its first
+   occurrence (in the training set), and the tokens after its later occurrences are scored with
+   C(<unk>), with C(j), and with another such word's C(j') (aggregates only).
 2. The paper's negative result (section 1.2): the same network on a slice of Brown (the first
    200,000 training tokens, 50,000 validation tokens, 3 epochs), with C learned, with C fixed to
    the first 30 principal components of the co-occurrence rows (:func:`pca_features`), and with C
@@ -29,7 +33,8 @@ from ..analysis.cooccurrence import nearest_neighbours, pca_features
 from ..analysis.evaluation import r3
 from ..analysis.mixture import batched_log_prob
 from ..analysis.novelty import compare, frequency_matched, ngram_keys, novelty_groups
-from ..data.corpus import windows
+from ..analysis.oov import oov_study
+from ..data.corpus import brown_tokens, windows
 from ..errors import UserError
 from ..models.ngram import KneserNey
 from ..models.nplm import NPLMConfig
@@ -44,7 +49,7 @@ SLICE, SLICE_EPOCHS, PCA_CONTEXTS = (200_000, 50_000), 3, 1000
 CONTROL_SEED = 0
 # --quick: the same pipeline in seconds (a small network, a small slice, a short test)
 QUICK = dict(network=NPLMConfig(V=2, n=5, m=30, h=20, direct=False), slice=(20_000, 5_000), epochs=1, test=5_000,
-             pca_contexts=200)
+             pca_contexts=200, oov_tokens=200_000)
 
 
 def rescale(table: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -121,6 +126,9 @@ def run_brown(corpus, runs: Path, quick: bool, force: bool, quiet: bool) -> dict
         "groups": compare(novelty_groups(ctx3, te_tgt, table, nn, V), logs, "network", "kn5"),
         "control_frequency_matched": compare(novelty_groups(ctx3, te_tgt, table, control, V), logs, "network", "kn5"),
     }
+    end = QUICK["oov_tokens"] if quick else len(corpus.ids)
+    oov = oov_study(model, corpus.ids[:end], brown_tokens()[:end], corpus.vocab.unk, first=corpus.bounds[0])
+    part1["oov"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in oov.items() if k != "features"}
     for part in ("groups", "control_frequency_matched"):
         for g in part1[part].values():
             for m in ("network", "kn5"):
@@ -133,7 +141,10 @@ def run_brown(corpus, runs: Path, quick: bool, force: bool, quiet: bool) -> dict
     s_ids = corpus.train[:slice_[0] + net.n - 1]
     s_cfg = replace(TRAIN, epochs=QUICK["epochs"] if quick else SLICE_EPOCHS)
     variants = {}
-    learned, h, secs, resumed = train_network(net, s_cfg, (s_tr, s_va), runs / "slice_learned", force, quiet)
+    if quick:  # the slice is part 1's data: the same network
+        learned, h, secs, resumed = model, hist, secs, resumed
+    else:
+        learned, h, secs, resumed = train_network(net, s_cfg, (s_tr, s_va), runs / "slice_learned", force, quiet)
     C_learned = learned.params["C"]
     contexts = QUICK["pca_contexts"] if quick else PCA_CONTEXTS
     tables = {"fixed_pca": pca_features(s_ids, V, net.m, contexts),
