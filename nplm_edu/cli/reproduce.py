@@ -9,7 +9,7 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
     python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
     python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM
-    python -m nplm_edu reproduce central-claim      # unseen sentences made likely by similar words (about 40 min)
+    python -m nplm_edu reproduce central-claim      # unseen sentences made likely by similar words (under an hour)
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def add_cli(subparsers) -> None:
                                                  "force": "train again from scratch"})
     q.set_defaults(func=_beyond)
 
-    q = sub.add_parser("central-claim", help="unseen sentences made likely by similar words (about 40 minutes)",
+    q = sub.add_parser("central-claim", help="unseen sentences made likely by similar words (under an hour, resumable)",
                        description="The paper's central claim, measured: sentences that pair chosen words are "
                                    "removed from the synthetic grammar's training data and scored by the network "
                                    "and the n-grams; on Brown, novel trigrams split by whether a near neighbour "

@@ -9,14 +9,17 @@ token, every model on the same windows of 4 words.
 Pairs (fixed before any run; stated in the JSON). The pair must sit within the network's window of
 n - 1 = 4 words, or every 5-gram of a removed sentence would still occur in training:
 
-* ``time-animal`` (the main family): yesterday/cat, now/horse, then/bird, today/rabbit (an animal in
-  singular or plural). The auxiliary after them needs both words: the time word decides the tense,
-  the animal the number. A removed sentence has a context never seen ("yesterday the cat ___"),
-  and nothing in training contradicts it: a model that knows the cat is like the dog can predict
-  "was"; an n-gram must drop "yesterday" and guess the tense.
-* ``animal-verb``: cat/walking, horse/sleeping, bird/eating. Here training does contradict it:
-  "the cat is ___" is seen hundreds of times and never followed by "walking". This family shows
-  what each model makes of a systematic absence.
+* ``animal-verb``: cat/walking, horse/sleeping, bird/eating (an animal in singular or plural). The
+  pair itself never occurs in training: "the cat is ___" is seen many times and never followed by
+  "walking", although the grammar makes every verb equally likely. A model that has learned that
+  the cat is like the other animals gives "walking" a fair probability anyway; a model that only
+  counts gives it almost none. How much absence a model should believe depends on how much data
+  it has seen: hence two training sizes.
+* ``time-animal``: yesterday/cat, now/horse, then/bird, today/rabbit. The auxiliary after them needs
+  both words (the time word decides the tense, the animal the number), so a removed sentence has a
+  context never seen ("yesterday the cat ___") that nothing in training contradicts: a model must
+  combine what it knows of "yesterday" with what it knows of "cat"; an n-gram drops "yesterday"
+  and guesses the tense.
 
 Token groups on the removed sentences: ``completing`` (the second word of a pair, its partner in the
 context), ``after`` (both words of a pair in the context), ``other``. Models: the exact grammar
@@ -29,8 +32,8 @@ training tokens (sparse and plentiful data).
 
 The design (families, sizes, groups) was settled on a development sample (corpus seed 100); the
 reported numbers use corpus seed 0, never looked at before. The Brown part is in
-:mod:`.central_claim_brown`. Results: ``data/results/central_claim.json`` (about 30-40 minutes on
-one core, most of it the Brown network, checkpointed: rerun the command to resume).
+:mod:`.central_claim_brown`. Results: ``data/results/central_claim.json`` (under an hour on one
+core, most of it the Brown networks, which checkpoint: rerun the command to resume).
 
     python -m nplm_edu reproduce central-claim            # synthetic grammar and Brown
     python -m nplm_edu reproduce central-claim --no-brown # the synthetic grammar only (minutes)
@@ -57,8 +60,8 @@ from ..training.trainer import TrainConfig, train
 from .central_claim_brown import rescale, run_brown
 from .common import RESULTS, check_output_path, runs_root, write_results
 
-FAMILIES = {"time-animal": (("yesterday", "cat"), ("now", "horse"), ("then", "bird"), ("today", "rabbit")),
-            "animal-verb": (("cat", "walking"), ("horse", "sleeping"), ("bird", "eating"))}
+FAMILIES = {"animal-verb": (("cat", "walking"), ("horse", "sleeping"), ("bird", "eating")),
+            "time-animal": (("yesterday", "cat"), ("now", "horse"), ("then", "bird"), ("today", "rabbit"))}
 SIZES, VALID_FRACTION, TEST_TOKENS = (8_000, 40_000), 0.125, 10_000
 CORPUS_SEED, DEVELOPMENT_SEED = 0, 100
 NETWORK = NPLMConfig(V=2, n=5, m=10, h=30, direct=True)

@@ -83,28 +83,30 @@ def summary(history: dict, seconds: float, resumed: bool) -> dict:
                         for e in history["epochs"]]}
 
 
-def run_brown(corpus, runs: Path, quick: bool, force: bool, quiet: bool) -> dict:
-    """Both parts on the loaded Brown corpus (see the module docstring); returns the JSON section."""
-    V = corpus.V
-    net = replace(QUICK["network"] if quick else NETWORK, V=V, seed=TRAIN.seed)
-    slice_ = QUICK["slice"] if quick else SLICE
-    epochs = QUICK["epochs"] if quick else TRAIN.epochs
-    tr_ctx, tr_tgt = corpus.windows("train", net.n)
-    va_ctx, va_tgt = corpus.windows("valid", net.n)
-    te_ctx, te_tgt = corpus.windows("test", net.n)
+def brown_data(corpus, quick: bool) -> dict:
+    """The network's shape, epochs and windows (sliced with ``quick``) for both parts."""
+    net = replace(QUICK["network"] if quick else NETWORK, V=corpus.V, seed=TRAIN.seed)
+    w = {s: corpus.windows(s, net.n) for s in ("train", "valid", "test")}
     if quick:
-        tr_ctx, tr_tgt, va_ctx, va_tgt = tr_ctx[:slice_[0]], tr_tgt[:slice_[0]], va_ctx[:slice_[1]], va_tgt[:slice_[1]]
-        te_ctx, te_tgt = te_ctx[:QUICK["test"]], te_tgt[:QUICK["test"]]
-    train_ids = corpus.train[:slice_[0] + net.n - 1] if quick else corpus.train
+        cut = dict(zip(("train", "valid", "test"), QUICK["slice"] + (QUICK["test"],)))
+        w = {s: (c[:cut[s]], t[:cut[s]]) for s, (c, t) in w.items()}
+    return {"net": net, "epochs": QUICK["epochs"] if quick else TRAIN.epochs, "windows": w,
+            "train_ids": corpus.train[:QUICK["slice"][0] + net.n - 1] if quick else corpus.train}
 
-    # ---- part 1: the network against the Kneser-Ney 5-gram, on novel trigrams
+
+def novel_trigrams(corpus, runs: Path, quick: bool, force: bool, quiet: bool):
+    """Part 1 (module docstring): returns (its JSON section, the trained network and its run)."""
+    d = brown_data(corpus, quick)
+    net, epochs, V = d["net"], d["epochs"], corpus.V
+    te_ctx, te_tgt = d["windows"]["test"]
     if not quiet:
         print(f"== central claim, Brown: MLP9-like network n {net.n} h {net.h} m {net.m}, {epochs} epochs", flush=True)
-    model, hist, secs, resumed = train_network(net, replace(TRAIN, epochs=epochs), ((tr_ctx, tr_tgt), (va_ctx, va_tgt)),
-                                               runs / "mlp9", force, quiet)
-    kn5 = KneserNey(5, V).fit(train_ids)
+    run = train_network(net, replace(TRAIN, epochs=epochs), (d["windows"]["train"], d["windows"]["valid"]),
+                        runs / "mlp9", force, quiet)
+    model, hist, secs, resumed = run
+    kn5 = KneserNey(5, V).fit(d["train_ids"])
     logs = {"network": batched_log_prob(model, te_ctx, te_tgt), "kn5": kn5.log_prob(te_ctx, te_tgt)}
-    table = np.unique(ngram_keys(*windows(train_ids, ORDER), V))
+    table = np.unique(ngram_keys(*windows(d["train_ids"], ORDER), V))
     ctx3 = te_ctx[:, -(ORDER - 1):]
     words = np.unique(ctx3)
     nn = np.full((V, NEIGHBOURS), -1, np.int64)
@@ -134,32 +136,46 @@ def run_brown(corpus, runs: Path, quick: bool, force: bool, quiet: bool) -> dict
             for m in ("network", "kn5"):
                 if g[f"mean_log_prob_{m}"] is not None:
                     g[f"ppl_{m}"] = r3(np.exp(-g[f"mean_log_prob_{m}"]))
+    return part1, run
 
-    # ---- part 2: fixed features (the paper's negative result) on a slice
-    s_tr = (tr_ctx[:slice_[0]], tr_tgt[:slice_[0]])
-    s_va = (va_ctx[:slice_[1]], va_tgt[:slice_[1]])
+
+def fixed_features(corpus, runs: Path, quick: bool, force: bool, quiet: bool, part1_run=None) -> dict:
+    """Part 2 (module docstring). With ``quick`` the slice is part 1's data, and ``part1_run`` its network."""
+    d = brown_data(corpus, quick)
+    net, V = d["net"], corpus.V
+    slice_ = QUICK["slice"] if quick else SLICE
+    (tr_ctx, tr_tgt), (va_ctx, va_tgt) = d["windows"]["train"], d["windows"]["valid"]
+    te_ctx, te_tgt = d["windows"]["test"]
+    s_tr, s_va = (tr_ctx[:slice_[0]], tr_tgt[:slice_[0]]), (va_ctx[:slice_[1]], va_tgt[:slice_[1]])
     s_ids = corpus.train[:slice_[0] + net.n - 1]
     s_cfg = replace(TRAIN, epochs=QUICK["epochs"] if quick else SLICE_EPOCHS)
     variants = {}
-    if quick:  # the slice is part 1's data: the same network
-        learned, h, secs, resumed = model, hist, secs, resumed
+    if quick and part1_run is not None:  # the same network on the same data
+        learned_run = part1_run
     else:
-        learned, h, secs, resumed = train_network(net, s_cfg, (s_tr, s_va), runs / "slice_learned", force, quiet)
-    C_learned = learned.params["C"]
+        learned_run = train_network(net, s_cfg, (s_tr, s_va), runs / ("mlp9" if quick else "slice_learned"), force,
+                                    quiet)
+    C_learned = learned_run[0].params["C"]
     contexts = QUICK["pca_contexts"] if quick else PCA_CONTEXTS
     tables = {"fixed_pca": pca_features(s_ids, V, net.m, contexts),
               "fixed_random": FusedNPLM(net).params["C"].astype(np.float64)}
-    for name, model_ in [("learned", (learned, h, secs, resumed))] + [(k, None) for k in tables]:
-        if model_ is None:
+    for name, run in [("learned", learned_run)] + [(k, None) for k in tables]:
+        if run is None:
             if not quiet:
                 print(f"== slice, C {name}", flush=True)
-            model_ = train_network(net, replace(s_cfg, frozen="C"), (s_tr, s_va), runs / f"slice_{name}", force,
-                                   quiet, C=rescale(tables[name], C_learned))
-        m, h, secs, resumed = model_
+            run = train_network(net, replace(s_cfg, frozen="C"), (s_tr, s_va), runs / f"slice_{name}", force,
+                                quiet, C=rescale(tables[name], C_learned))
+        m, h, secs, resumed = run
         lp = batched_log_prob(m, te_ctx, te_tgt)
         variants[name] = {**{k: v for k, v in summary(h, secs, resumed).items() if k != "history"},
                           "valid_ppl_by_epoch": [round(e["valid_ppl"], 3) for e in h["epochs"]],
                           "test_ppl": r3(np.exp(-lp.mean()))}
-    part2 = {"train_tokens": int(len(s_tr[1])), "valid_tokens": int(len(s_va[1])), "test_tokens": int(len(te_tgt)),
-             "epochs": s_cfg.epochs, "pca_context_words": contexts, "variants": variants}
-    return {"corpus": corpus.name, "V": V, "novel_trigrams": part1, "fixed_features": part2}
+    return {"train_tokens": int(len(s_tr[1])), "valid_tokens": int(len(s_va[1])), "test_tokens": int(len(te_tgt)),
+            "epochs": s_cfg.epochs, "pca_context_words": contexts, "variants": variants}
+
+
+def run_brown(corpus, runs: Path, quick: bool, force: bool, quiet: bool) -> dict:
+    """Both parts on the loaded Brown corpus (see the module docstring); returns the JSON section."""
+    part1, run = novel_trigrams(corpus, runs, quick, force, quiet)
+    part2 = fixed_features(corpus, runs, quick, force, quiet, part1_run=run)
+    return {"corpus": corpus.name, "V": corpus.V, "novel_trigrams": part1, "fixed_features": part2}
