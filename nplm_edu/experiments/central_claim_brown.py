@@ -124,6 +124,10 @@ def novel_trigrams(corpus, runs: Path, quick: bool, force: bool, quiet: bool):
                     "test_ppl": r3(np.exp(-logs["network"].mean()))},
         "kn5_test_ppl": r3(np.exp(-logs["kn5"].mean())),
         "test_tokens": int(len(te_tgt)), "order": ORDER, "neighbours": NEIGHBOURS,
+        "design": f"trigrams of the test set, seen or not in training; a context word replaced by one of its "
+                  f"{NEIGHBOURS} nearest neighbours by cosine in the network's C; control: each neighbour replaced "
+                  f"by a random word within 10% of its frequency rank (seed {CONTROL_SEED}); the network is the "
+                  "Table 1 MLP9 recipe, its budget fixed in advance",
         "neighbour_examples": examples,
         "groups": compare(novelty_groups(ctx3, te_tgt, table, nn, V), logs, "network", "kn5"),
         "control_frequency_matched": compare(novelty_groups(ctx3, te_tgt, table, control, V), logs, "network", "kn5"),
@@ -131,6 +135,9 @@ def novel_trigrams(corpus, runs: Path, quick: bool, force: bool, quiet: bool):
     end = QUICK["oov_tokens"] if quick else len(corpus.ids)
     oov = oov_study(model, corpus.ids[:end], brown_tokens()[:end], corpus.vocab.unk, first=corpus.bounds[0])
     part1["oov"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in oov.items() if k != "features"}
+    part1["oov"]["design"] = ("words mapped to <unk> seen twice or more, first occurrence in the training set; C(j) "
+                              "from that occurrence's context; scored: the n-1 tokens after each later occurrence "
+                              "whose context holds no other <unk>; control C(j') of another such word (seed 0)")
     for part in ("groups", "control_frequency_matched"):
         for g in part1[part].values():
             for m in ("network", "kn5"):
