@@ -84,7 +84,8 @@ def _help_entries(target: str, capsys) -> dict[str, str]:
 def test_each_target_offers_its_own_options_with_its_dataclass_defaults(capsys):
     """The defaults `--help` shows, and the values parsed when an option is not given, are the
     experiment's dataclass defaults; and no target offers another's options."""
-    from nplm_edu.experiments import beyond, lr_sweep, minibatch, ngrams, output_layers as ol, recurrent, table1 as t1
+    from nplm_edu.experiments import (beyond, central_claim, lr_sweep, minibatch, ngrams, output_layers as ol, recurrent,
+                                      table1 as t1)
 
     def fields(instance, names=None):
         return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)
@@ -97,7 +98,8 @@ def test_each_target_offers_its_own_options_with_its_dataclass_defaults(capsys):
                       **fields(beyond.BeyondOptions())},
            "lr-sweep": fields(lr_sweep.LrSweepOptions()),
            "output-layers": {**fields(ol.TRAIN, ol.TRAIN_OPTIONS), **fields(ol.OutputLayersOptions())},
-           "recurrent": fields(recurrent.RecurrentOptions())}
+           "recurrent": fields(recurrent.RecurrentOptions()),
+           "central-claim": fields(central_claim.CentralClaimOptions())}
     common = {"-h", "--corpus", "--train-size", "--valid-size", "--min-count", "--corpus-seed", "--synthetic-tokens",
               "--out", "--quiet"}
     assert set(own) == set(TARGETS)

@@ -12,18 +12,19 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 15 minutes)
     python -m nplm_edu reproduce output-layers      # MLP9 with five cheaper output layers (resumable)
     python -m nplm_edu reproduce recurrent          # after 2003: an Elman RNN and an LSTM on Brown (hours)
+    python -m nplm_edu reproduce central-claim      # unseen sentences made likely by similar words (under an hour)
 """
 
 from __future__ import annotations
 
-from ..experiments import beyond, lr_sweep, minibatch, ngrams, output_layers, recurrent, table1
+from ..experiments import beyond, central_claim, lr_sweep, minibatch, ngrams, output_layers, recurrent, table1
 from ..models.nplm import NPLMConfig
 from ..training.trainer import TrainConfig
 from .corpus import add_corpus_args, corpus_spec
 from .options import add_options, from_options
 from .train import HELP
 
-TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep", "output-layers", "recurrent")
+TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep", "output-layers", "recurrent", "central-claim")
 
 
 def _common(p, default_out: str) -> None:
@@ -78,6 +79,11 @@ def _output_layers(args) -> int:
 
 def _recurrent(args) -> int:
     recurrent.run_recurrent(from_options(recurrent.RecurrentOptions, args), corpus_spec(args), args.out, args.quiet)
+    return 0
+
+
+def _central_claim(args) -> int:
+    central_claim.run_central_claim(from_options(central_claim.CentralClaimOptions, args), args.out, args.quiet)
     return 0
 
 
@@ -177,3 +183,17 @@ def add_cli(subparsers) -> None:
         "clip": f"gradient-norm clipping threshold (fixed setting {stream.clip})",
         "dropout": f"dropout on x_t and h_t (fixed setting {cfg.dropout_x})"})
     q.set_defaults(func=_recurrent)
+
+    q = sub.add_parser("central-claim", help="unseen sentences made likely by similar words (under an hour, resumable)",
+                       description="The paper's central claim, measured: sentences that pair chosen words are "
+                                   "removed from the synthetic grammar's training data and scored by the network "
+                                   "and the n-grams; on Brown, novel trigrams split by whether a near neighbour "
+                                   "of a context word makes them seen; C learned or fixed.")
+    q.add_argument("--out", default=None, help="output file (default data/results/central_claim.json, "
+                                                "central_claim_quick.json with --quick)")
+    q.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_options(q, central_claim.CentralClaimOptions(), help={
+        "seeds": "networks per variant on the synthetic grammar", "brown": "also the Brown part (needs the corpus)",
+        "quick": "the whole pipeline in about a minute", "runs_dir": "where the Brown networks checkpoint "
+                 "(default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)", "force": "train the Brown networks again"})
+    q.set_defaults(func=_central_claim)

@@ -30,7 +30,8 @@ HELP = {"n": "order: n-1 context words", "h": "hidden units, 0 for none", "m": "
         "dropout_a": "dropout probability on a", "tie": "output vectors U tied to the features C (h = m, no direct)",
         "seed": "initialisation, shuffling and dropout seed", "patience": "epochs without improvement before stopping",
         "checkpoint_every_minutes": "also checkpoint every this many minutes (serial only)",
-        "examples_per_epoch": "use only this many examples per epoch", "max_updates": "stop after this many updates"}
+        "examples_per_epoch": "use only this many examples per epoch", "max_updates": "stop after this many updates",
+        "frozen": "parameters never updated, comma-separated (e.g. C: fixed word features; serial only)"}
 
 
 def _handler(args) -> int:

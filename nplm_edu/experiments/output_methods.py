@@ -38,7 +38,7 @@ from ..models.trees import Tree, cluster_merges, huffman_merges
 from ..numerics.fused import FusedNPLM
 from ..numerics.sparse import SparseNPLM
 from ..training.checkpoint import data_fingerprint
-from ..training.trainer import SerialBackend
+from ..training.backends import SerialBackend
 
 METHODS = ("full", "class-frequency", "class-exchange", "class-file", "tree-huffman", "tree-cluster", "is",
            "is-adaptive", "is-target", "nce")

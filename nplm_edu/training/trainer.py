@@ -28,10 +28,12 @@ import numpy as np
 
 from ..data.files import atomic_write
 from ..errors import UserError, check_seed
+from ..models.nplm import PARAM_NAMES
 from .checkpoint import (TrainingDiverged, TrainState, check_writable, data_fingerprint, load_checkpoint,
-                         remove_stale_temporaries, save_checkpoint, set_params)
+                         remove_stale_temporaries, save_checkpoint)
+from .backends import ModelBackend, SerialBackend
 from .guards import Interrupt, exploded, safe_exp
-from .optim import Adam, dropout_mask, learning_rate, sgd_step
+from .optim import learning_rate
 
 __all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "WindowBatches", "train",
            "training_windows", "epoch_order"]
@@ -44,7 +46,9 @@ class TrainConfig:
     ``optimizer``: "sgd" (the paper's rule) or "adam"; ``lr_decay``: lr multiplied by it after every
     epoch; ``dropout_x``, ``dropout_a``: inverted-dropout probabilities on x and a; ``tie``: U = C.
     ``examples_per_epoch`` limits each epoch to the first examples of its shuffled order;
-    ``max_updates`` stops the run after that many updates (None: no limit)."""
+    ``max_updates`` stops the run after that many updates (None: no limit).
+    ``frozen``: comma-separated parameters never updated (e.g. "C": the word features stay as they
+    were initialised or loaded, the paper's fixed-feature comparison of section 1.2); serial only."""
 
     epochs: int = 20
     batch: int = 128
@@ -64,6 +68,11 @@ class TrainConfig:
     checkpoint_every_minutes: float = 10.0
     examples_per_epoch: int | None = None
     max_updates: int | None = None
+    frozen: str = ""
+
+    def frozen_names(self) -> tuple[str, ...]:
+        """The parameters ``frozen`` names, as a tuple ("C, H" -> ("C", "H"))."""
+        return tuple(x.strip() for x in self.frozen.split(",") if x.strip())
 
     def validate(self) -> None:
         for name in ("epochs", "batch", "patience"):
@@ -87,6 +96,11 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise UserError(f"{name.replace('_', '-')} must be at least 1, got {v}")
+        bad = [x for x in self.frozen_names() if x not in PARAM_NAMES]
+        if bad:
+            raise UserError(f"frozen: unknown parameter {bad[0]!r}: use names among {', '.join(PARAM_NAMES)}")
+        if self.tie and "C" in self.frozen_names():
+            raise UserError("frozen C with tied embeddings would freeze U too: untie them or train C")
 
 
 # these change the trajectory: a resumed run must use the same values
@@ -139,92 +153,6 @@ class WindowBatches:
         return (self.ctx[idx], self.tgt[idx]), len(idx)
 
 
-# --------------------------------------------------------------------------- backends
-class ModelBackend:
-    """What every backend shares when the process holds the whole model: evaluation with it, its
-    parameters for checkpoints, no optimizer state, no random state of its own. A backend adds
-    ``update(contexts, targets, lr) -> loss`` (one minibatch) or ``run_epoch(order, state, config)``."""
-
-    writer = True  # this process writes the checkpoint and history
-    interruptible = True  # Ctrl-C / SIGTERM and timed checkpoints inside an epoch
-
-    def __init__(self, model):
-        self.model = model
-
-    def perplexity(self, contexts, targets) -> float:
-        return self.model.perplexity(contexts, targets, batch=1024)
-
-    def params(self) -> dict:
-        return self.model.params
-
-    def load(self, params: dict) -> None:
-        set_params(self.model, params)
-
-    def extra_arrays(self) -> dict:
-        return {}
-
-    def load_extra(self, arrays: dict, state: TrainState) -> None:
-        pass
-
-    def save_rng(self, state: TrainState) -> None:
-        pass
-
-    def epoch_extra(self) -> dict:
-        return {}
-
-
-class SerialBackend(ModelBackend):
-    """One process: the model's own forward/backward and the optimizer of ``config``.
-
-    The paper's SGD without dropout uses the model's fused ``sgd_update`` when it has one (the
-    gradient of [U W] is never stored); otherwise ``loss_and_grads`` and
-    :func:`~nplm_edu.training.optim.sgd_step` or Adam."""
-
-    def __init__(self, model, config: TrainConfig):
-        super().__init__(model)
-        self.config = config
-        if config.tie and not model.tied:
-            model.tie()
-        self.trained = {k: p for k, p in model.params.items() if not (model.tied and k == "U")}
-        self.adam = (Adam(self.trained, config.beta1, config.beta2, config.eps, config.weight_decay)
-                     if config.optimizer == "adam" else None)
-        self.drop_rng = np.random.default_rng([config.seed, 1])  # the dropout masks
-        cfg = model.config
-        self._widths = ((cfg.n - 1) * cfg.m, cfg.h)
-        self._fused_sgd = (config.optimizer == "sgd" and not config.dropout_x and not config.dropout_a
-                           and hasattr(model, "sgd_update") and not model.tied)
-
-    def update(self, contexts, targets, lr: float) -> float:
-        """One minibatch update; returns its mean NLL before the update."""
-        c, m = self.config, self.model
-        if self._fused_sgd:
-            return m.sgd_update(contexts, targets, lr, c.weight_decay)
-        dt = np.dtype(m.config.dtype)
-        mx = dropout_mask(self.drop_rng, (len(targets), self._widths[0]), c.dropout_x, dt)
-        ma = dropout_mask(self.drop_rng, (len(targets), self._widths[1]), c.dropout_a, dt)
-        loss, grads = m.loss_and_grads(contexts, targets, mx, ma)
-        if self.adam is None:
-            sgd_step(self.trained, grads, lr, c.weight_decay)
-        else:
-            self.adam.step(m.params, grads, lr)
-        return loss
-
-    def extra_arrays(self) -> dict:
-        return self.adam.arrays() if self.adam is not None else {}
-
-    def load_extra(self, arrays: dict, state: TrainState) -> None:
-        if self.adam is not None:
-            try:
-                self.adam.load(arrays, state.step)
-            except KeyError as e:
-                raise UserError(f"the checkpoint has no Adam state {e}: it was not trained with Adam") from None
-        if state.drop_state is not None:
-            self.drop_rng.bit_generator.state = state.drop_state
-
-    def save_rng(self, state: TrainState) -> None:
-        state.drop_state = self.drop_rng.bit_generator.state
-
-
 # --------------------------------------------------------------------------- the loop
 def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: bool = False, callback=None,
           callback_every: int = 100, quiet: bool = False, backend=None, on_epoch=None, info: dict | None = None) -> dict:
@@ -238,6 +166,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     without validation data). Returns the history dict."""
     from tqdm.auto import tqdm
 
+    if config.frozen_names() and backend is not None and not isinstance(backend, SerialBackend):
+        raise UserError("frozen parameters are for serial training only")
     backend = backend or SerialBackend(model, config)
     plan = (backend.batches(corpus_or_windows, config) if hasattr(backend, "batches")
             else WindowBatches(corpus_or_windows, model.order, config))
@@ -263,6 +193,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         for k in TRAJECTORY:
             if meta["train"].get(k) != getattr(config, k):
                 raise UserError(f"cannot resume with {k}={getattr(config, k)}: the checkpoint used {meta['train'].get(k)}")
+        if meta["train"].get("frozen", "") != config.frozen:  # older checkpoints froze nothing
+            raise UserError(f"cannot resume with frozen={config.frozen!r}: the checkpoint used "
+                            f"{meta['train'].get('frozen', '')!r}")
         if meta.get("data") != fingerprint:
             raise UserError(f"{path} was trained on other data (another corpus, split or vocabulary): "
                             "resume it on the same corpus, or start afresh without --resume")

@@ -144,17 +144,19 @@ class MaximumLikelihood(RecursiveNgram):
 def modified_kn_discounts(n: np.ndarray) -> np.ndarray:
     """(D(1), D(2), D(3+)) from counts of counts n[1..4] (Chen & Goodman 1999, eq. 26).
 
-    When some n_i is 0 (tiny corpora) the formula is undefined; we then fall back to the single
-    absolute discount Y = n_1 / (n_1 + 2 n_2) (or 0.5), clipped so that 0 <= D(i) <= i.
+    When some n_i is 0 (tiny corpora) the formula is undefined, and on small vocabularies whose
+    n-grams are all frequent it can give D(i) <= 0 (no mass left to back off with: unseen n-grams
+    would get probability 0). In both cases we fall back to the single absolute discount
+    Y = n_1 / (n_1 + 2 n_2) for every count (Ney et al. 1994; 0.5 when n_1 = 0), at most 1.
     """
     n1, n2, n3, n4 = (float(x) for x in n[1:5])
     if min(n1, n2, n3, n4) > 0:
         Y = n1 / (n1 + 2 * n2)
         D = np.array([1 - 2 * Y * n2 / n1, 2 - 3 * Y * n3 / n2, 3 - 4 * Y * n4 / n3])
-    else:
-        Y = n1 / (n1 + 2 * n2) if n1 + n2 > 0 else 0.5
-        D = np.full(3, Y)
-    return np.clip(D, 0.0, [1.0, 2.0, 3.0])
+        if np.all((D > 0) & (D <= [1.0, 2.0, 3.0])):
+            return D
+    Y = n1 / (n1 + 2 * n2) if n1 > 0 else 0.5
+    return np.full(3, min(Y, 1.0))
 
 
 class KneserNey(RecursiveNgram):

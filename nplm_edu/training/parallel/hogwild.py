@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import UserError
 from ..checkpoint import TrainingDiverged, set_params
-from ..trainer import ModelBackend
+from ..backends import ModelBackend
 from .output_block import OutputBlockSGD, epoch_batches
 
 

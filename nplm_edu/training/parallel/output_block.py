@@ -46,7 +46,7 @@ from ...numerics.blas import gemm_update, segment_sum
 from ...numerics.fused import features, features_backward, nll_grad_inplace, softmax_inplace
 from ..checkpoint import set_params
 from ..optim import learning_rate
-from ..trainer import ModelBackend
+from ..backends import ModelBackend
 
 
 def block_range(V: int, M: int, i: int) -> tuple[int, int]:
