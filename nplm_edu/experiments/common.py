@@ -116,6 +116,20 @@ def prepare_run(run_dir: Path, stamp_data: dict, force: bool, quick: bool) -> bo
     return ckpt.exists()
 
 
+def read_results(path, what: str, rows_type: type = dict) -> dict | None:
+    """A results file written earlier (None if there is none); one clear line if it is not one of ``what``'s."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc.get("rows"), rows_type):
+            raise ValueError("no rows")
+        return doc
+    except (ValueError, AttributeError) as e:
+        raise UserError(f"{path} is not a {what} results file ({e}): move it away or pass another --out") from None
+
+
 def runs_root(runs_dir: str | None) -> Path:
     """Where training runs checkpoint: ``runs_dir``, else ``$NPLM_EDU_RUNS`` or ``~/.cache/nplm_edu/runs``."""
     if runs_dir:

@@ -30,7 +30,7 @@ from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig, train
 from .common import RESULTS, check_output_path, write_results
 from .minibatch import SLICE  # the Brown slice of ``reproduce minibatch``: 100,000 / 20,000 tokens
-from .table1 import ROWS, TRAIN as TABLE1_TRAIN, parse_rows, table_corpus
+from .table1 import ROWS, TRAIN as TABLE1_TRAIN, single_row, table_corpus
 
 QUICK_EPOCHS = 2
 
@@ -79,9 +79,7 @@ def run_lr_sweep(opts: LrSweepOptions | None = None, spec: CorpusSpec | None = N
     opts = opts or LrSweepOptions()
     spec = spec or CorpusSpec(corpus="brown")
     started = time.monotonic()
-    rows = parse_rows(opts.row)
-    if len(rows) != 1:
-        raise UserError(f"reproduce lr-sweep trains one network, got --row {opts.row}")
+    row = single_row(opts.row, "lr-sweep")
     lrs = parse_lrs(opts.lrs)
     epochs = min(opts.epochs, QUICK_EPOCHS) if opts.quick else opts.epochs
     base = TrainConfig(epochs=epochs, batch=opts.batch, lr=1.0, decay_rate=opts.decay_rate,
@@ -89,7 +87,6 @@ def run_lr_sweep(opts: LrSweepOptions | None = None, spec: CorpusSpec | None = N
     base.validate()
     out = check_output_path(Path(out) if out else RESULTS / ("lr_sweep_quick.json" if opts.quick else "lr_sweep.json"))
     corpus = sweep_corpus(spec, opts.quick)
-    row = rows[0]
     mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **ROWS[row])
     doc = {"row": row, "model": asdict(mcfg), "corpus": corpus.name, "V": corpus.V, "quick": bool(opts.quick),
            "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid")},

@@ -26,12 +26,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..data.corpus import CorpusSpec
-from ..errors import UserError
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, train
 from .common import RESULTS, check_output_path, write_results
-from .table1 import ROWS, TRAIN as TABLE1_TRAIN, parse_rows
+from .table1 import ROWS, TRAIN as TABLE1_TRAIN, single_row
 
 SLICE = (100_000, 20_000)  # default training / validation tokens on Brown
 
@@ -65,10 +64,7 @@ def run_minibatch(opts: MinibatchOptions | None = None, spec: CorpusSpec | None 
     opts = opts or MinibatchOptions()
     spec = spec or CorpusSpec(corpus="brown")
     started = time.monotonic()
-    rows = parse_rows(opts.row)
-    if len(rows) != 1:
-        raise UserError(f"reproduce minibatch trains one network, got --row {opts.row}")
-    row = rows[0]
+    row = single_row(opts.row, "minibatch")
     if spec.corpus == "brown":
         spec = replace(spec, train_size=SLICE[0] if spec.train_size is None else spec.train_size,
                        valid_size=SLICE[1] if spec.valid_size is None else spec.valid_size)

@@ -43,7 +43,8 @@ from ..models.energy import EnergyConfig, EnergyNPLM
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, TrainingDiverged, train
-from .common import RESULTS, check_output_path, provenance, runs_root, write_json_atomic, write_results
+from .common import (RESULTS, check_output_path, provenance, read_results, runs_root, write_json_atomic,
+                     write_results)
 from .output_methods import METHODS, TimedBackend, build_model, energy_slice, evaluate, parse_methods
 from .table1 import ROWS, TRAIN as TABLE1_TRAIN, table_corpus
 
@@ -81,15 +82,7 @@ def settings_of(cfg: TrainConfig, opts: OutputLayersOptions, corpus, epochs: int
 
 
 def read_doc(path: Path) -> dict | None:
-    if not path.exists():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-        if not isinstance(doc.get("rows"), list):
-            raise ValueError("no rows")
-        return doc
-    except (ValueError, AttributeError) as e:
-        raise UserError(f"{path} is not an output-layers results file ({e}): move it away or pass another --out") from None
+    return read_results(path, "output-layers", list)
 
 
 def run_dir_for(root: Path, name: str, stamp: dict, force: bool) -> tuple[Path, bool]:

@@ -59,8 +59,8 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import model_from_checkpoint
 from ..training.trainer import TrainConfig, train
-from .common import (RESULTS, check_output_path, is_full_brown, kn5_test, provenance, runs_root, write_json_atomic,
-                     write_results)
+from .common import (RESULTS, check_output_path, is_full_brown, kn5_test, provenance, read_results, runs_root,
+                     write_json_atomic, write_results)
 
 # Table 1 (Brown): the trained rows and the paper's (train, valid, test) perplexities
 ROWS = {
@@ -95,6 +95,14 @@ class Table1Options:
     runs_dir: str | None = None
     force: bool = False
     save_features: bool = True
+
+
+def single_row(text: str, target: str) -> str:
+    """The one trained row a target runs (``reproduce minibatch``, ``lr-sweep``): one clear line otherwise."""
+    rows = parse_rows(text)
+    if len(rows) != 1:
+        raise UserError(f"reproduce {target} trains one network, got --row {text}")
+    return rows[0]
 
 
 def parse_rows(text: str | None) -> list[str]:
@@ -184,15 +192,7 @@ def merge_write(out: Path, doc: dict, rows: tuple[str, ...], started: float) -> 
 
 
 def read_doc(path: Path) -> dict | None:
-    if not path.exists():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-        if not isinstance(doc.get("rows"), dict):
-            raise ValueError("no rows")
-        return doc
-    except (ValueError, AttributeError) as e:
-        raise UserError(f"{path} is not a table1 results file ({e}): move it away or pass another --out") from None
+    return read_results(path, "table1")
 
 
 # --------------------------------------------------------------------------- one row
