@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
+from ..experiments.common import write_json_atomic
 from ..models.ngram.build import MODELS, build_model, evaluate
 from .corpus import add_corpus_args, corpus_from_args
 
@@ -35,9 +35,7 @@ def _cmd_ngram(args) -> int:
         if args.json == "-":
             print(text, end="")
         else:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(text)
-            print(f"wrote {args.json}")
+            print(f"wrote {write_json_atomic(args.json, res)}")
     return 0
 
 

@@ -40,46 +40,44 @@ def _only(instance, names):
     return tuple(f.name for f in dataclasses.fields(instance) if f.name not in names)
 
 
-def _ngrams(args) -> int:
-    ngrams.run_ngrams(from_options(ngrams.NgramsOptions, args), corpus_spec(args), args.out, args.quiet)
-    return 0
+def _train_config(module, args) -> TrainConfig:
+    """The target's TrainConfig: the options it offers from the command line, its own fixed values for the rest."""
+    fixed = {k: getattr(module.TRAIN, k) for k in _only(module.TRAIN, module.TRAIN_OPTIONS)}
+    return from_options(TrainConfig, args, **fixed)
 
 
 def _table1(args) -> int:
-    cfg = from_options(TrainConfig, args, **{k: getattr(table1.TRAIN, k) for k in _only(table1.TRAIN,
-                                                                                         table1.TRAIN_OPTIONS)})
-    table1.run_table1(cfg, from_options(table1.Table1Options, args), corpus_spec(args), args.out, args.quiet)
-    return 0
-
-
-def _minibatch(args) -> int:
-    minibatch.run_minibatch(from_options(minibatch.MinibatchOptions, args), corpus_spec(args), args.out, args.quiet)
+    table1.run_table1(_train_config(table1, args), from_options(table1.Table1Options, args), corpus_spec(args),
+                      args.out, args.quiet)
     return 0
 
 
 def _beyond(args) -> int:
-    net = from_options(NPLMConfig, args, V=2)
-    cfg = from_options(TrainConfig, args, **{k: getattr(beyond.TRAIN, k) for k in _only(beyond.TRAIN,
-                                                                                         beyond.TRAIN_OPTIONS)})
-    beyond.run_beyond(net, cfg, from_options(beyond.BeyondOptions, args), corpus_spec(args), args.out, args.quiet)
-    return 0
-
-
-def _lr_sweep(args) -> int:
-    lr_sweep.run_lr_sweep(from_options(lr_sweep.LrSweepOptions, args), corpus_spec(args), args.out, args.quiet)
+    beyond.run_beyond(from_options(NPLMConfig, args, V=2), _train_config(beyond, args),
+                      from_options(beyond.BeyondOptions, args), corpus_spec(args), args.out, args.quiet)
     return 0
 
 
 def _output_layers(args) -> int:
-    ol = output_layers
-    cfg = from_options(TrainConfig, args, **{k: getattr(ol.TRAIN, k) for k in _only(ol.TRAIN, ol.TRAIN_OPTIONS)})
-    ol.run_output_layers(cfg, from_options(ol.OutputLayersOptions, args), corpus_spec(args), args.out, args.quiet)
+    output_layers.run_output_layers(_train_config(output_layers, args),
+                                    from_options(output_layers.OutputLayersOptions, args), corpus_spec(args),
+                                    args.out, args.quiet)
     return 0
 
 
-def _recurrent(args) -> int:
-    recurrent.run_recurrent(from_options(recurrent.RecurrentOptions, args), corpus_spec(args), args.out, args.quiet)
-    return 0
+def _options_only(run, options):
+    """The handler of a target whose run takes (its options, the corpus, out, quiet)."""
+    def handler(args) -> int:
+        run(from_options(options, args), corpus_spec(args), args.out, args.quiet)
+        return 0
+
+    return handler
+
+
+_ngrams = _options_only(ngrams.run_ngrams, ngrams.NgramsOptions)
+_minibatch = _options_only(minibatch.run_minibatch, minibatch.MinibatchOptions)
+_lr_sweep = _options_only(lr_sweep.run_lr_sweep, lr_sweep.LrSweepOptions)
+_recurrent = _options_only(recurrent.run_recurrent, recurrent.RecurrentOptions)
 
 
 def _central_claim(args) -> int:
