@@ -88,6 +88,15 @@ def hogwild(R, workers, locked, field):
     return R(f"parallel/hogwild[workers={workers},locked={locked}]/{field}")
 
 
+def claim(family, tokens, model, field):  # the central claim on the synthetic grammar, minus a log-probability
+    run = f"central_claim/synthetic[family={family},train_tokens_target={tokens}]/models/{model}"
+    return lambda R: -(R(f"{run}/mean/{field}") if model.startswith("network") else R(f"{run}/{field}"))
+
+
+NOV = "central_claim/brown/novel_trigrams"
+FF = "central_claim/brown/fixed_features/variants"
+
+
 N = r"([-\d.,]+%?)"  # a number as the prose prints it
 
 FIGURES = [
@@ -198,6 +207,38 @@ FIGURES = [
      lambda R: R("table1/rows/MLP9/seconds_training") / R("table1/rows/MLP9/epochs_run"), ".0f"),
     ("08_results", rf"\\approx {N}\$ times the arithmetic of an MLP9 epoch",
      lambda R: 17_964 * (60 + 5 * 100) * 13_994_528 / (R("table1/V") * R("table1/rows/MLP9/h") * R("table1/tokens/train")), ".0f"),
+    # chapter 8: the central claim (the prose prints log-probabilities with a minus sign, U+2212)
+    ("08_results", rf"the network gives the removed sentences −{N} nats", claim("animal-verb", 8000, "network_learned", "heldout"), ".3f"),
+    ("08_results", rf"nats per token \(perplexity {N}\), the Kneser-Ney", lambda R: -claim("animal-verb", 8000, "network_learned", "heldout_ppl")(R), ".2f"),
+    ("08_results", rf"the Kneser-Ney 5-gram −{N} \([\d.]+\) and", claim("animal-verb", 8000, "kn5", "heldout"), ".3f"),
+    ("08_results", rf"the interpolated trigram −{N} \([\d.]+\);", claim("animal-verb", 8000, "interpolated_trigram", "heldout"), ".3f"),
+    ("08_results", rf"the grammar itself gives them −{N} \(", claim("animal-verb", 8000, "grammar", "heldout"), ".3f"),
+    ("08_results", rf"a typical probability of \$e\^\{{-{N}\}}", claim("animal-verb", 8000, "kn5", "completing"), ".3f"),
+    ("08_results", rf"the network gives \$e\^\{{-{N}\}}", claim("animal-verb", 8000, "network_learned", "completing"), ".3f"),
+    ("08_results", rf"The advantage disappears: −{N} on the removed", claim("animal-verb", 8000, "network_fixed_random", "heldout"), ".3f"),
+    ("08_results", rf"on the pair's second word it falls to −{N},", claim("animal-verb", 40000, "network_learned", "completing"), ".3f"),
+    ("08_results", rf"and on the removed sentences \(−{N}\) it is now below", claim("animal-verb", 40000, "network_learned", "heldout"), ".3f"),
+    ("08_results", rf"after the pair the 5-gram scores −{N} with 8,000", claim("time-animal", 8000, "kn5", "after"), ".3f"),
+    ("08_results", rf"where the grammar gives −{N}\. The network", claim("time-animal", 8000, "grammar", "after"), ".3f"),
+    ("08_results", rf"combines the two words \(−{N}, and", claim("time-animal", 8000, "network_learned", "after"), ".3f"),
+    ("08_results", rf"perplexities exactly, {N} and [\d.]+\)", f"{NOV}/network/best_valid_ppl", ".3f"),
+    ("08_results", rf"perplexities exactly, [\d.]+ and {N}\)", f"{NOV}/network/test_ppl", ".3f"),
+    ("08_results", rf"on the {N} of tokens whose trigram was seen", f"{NOV}/groups/seen/share", ".1%"),
+    ("08_results", rf"was seen \(−{N} nats per token", lambda R: -R(f"{NOV}/groups/seen/network_minus_kn5"), ".3f"),
+    ("08_results", rf"makes the trigram seen \(\+{N}\)", f"{NOV}/groups/neighbour_seen/network_minus_kn5", ".3f"),
+    ("08_results", rf"or not \(\+{N}\)", f"{NOV}/groups/no_neighbour/network_minus_kn5", ".3f"),
+    ("08_results", rf"the same way \(\+{N} and", f"{NOV}/control_frequency_matched/neighbour_seen/network_minus_kn5", ".3f"),
+    ("08_results", rf"the same way \(\+[\d.]+ and \+{N}\)", f"{NOV}/control_frequency_matched/no_neighbour/network_minus_kn5", ".3f"),
+    # chapter 8: features fixed in advance
+    ("08_results", rf"test perplexity {N} with the fixed principal components", f"{FF}/fixed_pca/test_ppl", ".1f"),
+    ("08_results", rf"against {N} with features learned for the task", f"{FF}/learned/test_ppl", ".1f"),
+    ("08_results", rf"and {N} with random fixed features", f"{FF}/fixed_random/test_ppl", ".1f"),
+    ("08_results", rf"beat random features by {N}", lambda R: 1 - R(f"{FF}/fixed_pca/test_ppl") / R(f"{FF}/fixed_random/test_ppl"), ".0%"),
+    ("08_results", rf"give a perplexity {N} lower", lambda R: 1 - R(f"{FF}/learned/test_ppl") / R(f"{FF}/fixed_pca/test_ppl"), ".0%"),
+    # chapter 9: the out-of-vocabulary rule on Brown
+    ("09_embeddings", rf"\(−{N} against −[\d.]+ on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_own"), ".3f"),
+    ("09_embeddings", rf"\(−[\d.]+ against −{N} on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_unk"), ".3f"),
+    ("09_embeddings", rf"another unknown word's vector \(−{N}\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_other"), ".3f"),
 ]
 
 

@@ -167,7 +167,7 @@ def entropy_rate(p_time: float = 0.5, sentences_per_paragraph: float = 4.0,
 
 class GrammarHMM:
     """The grammar as a hidden Markov model: one state per slot of the sentence (with the number and
-    the tense it has drawn), each emitting one token. ``T`` (S, S) transitions, ``E`` (S, |words|)
+    the tense it has drawn), each emitting one token. ``T`` (S, S) transitions, ``E`` ``(S, |words|)``
     emissions, ``start`` (S,) the first state of a sentence, ``pi`` (S,) the long-run state frequencies."""
 
     def __init__(self, p_time: float = 0.5, sentences_per_paragraph: float = 4.0, paragraphs_per_text: float = 10.0):

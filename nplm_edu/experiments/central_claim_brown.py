@@ -8,16 +8,17 @@
    The network is MLP9 of Table 1 trained with the table's settings (n 5, h 100, m 30, no direct
    connections; K 128, eps_0 1.0, r 1e-4, weight decay 1e-4, 6 epochs, seed 0): a fixed budget,
    about 20-30 minutes on one core, checkpointed so an interruption loses a few minutes.
-   On the same network, section 5's rule for out-of-vocabulary words (:func:`oov_study`): every
-   word the vocabulary rule made ``<unk>`` and that occurs twice or more gets C(j) from its first
-   occurrence (in the training set), and the tokens after its later occurrences are scored with
-   C(<unk>), with C(j), and with another such word's C(j') (aggregates only).
+   On the same network, section 5's rule for out-of-vocabulary words
+   (:func:`~nplm_edu.analysis.oov.oov_study`): every word the vocabulary rule made ``<unk>`` and
+   that occurs twice or more gets C(j) from its first occurrence (in the training set), and the
+   tokens after its later occurrences are scored with C(<unk>), with C(j), and with another such
+   word's C(j') (aggregates only).
 2. The paper's negative result (section 1.2): the same network on a slice of Brown (the first
-   200,000 training tokens, 50,000 validation tokens, 3 epochs), with C learned, with C fixed to
-   the first 30 principal components of the co-occurrence rows (:func:`pca_features`), and with C
-   fixed at its random initial values. A fixed table is rescaled to the root mean square of the
-   learned C of the same run, so the two fixed tables differ from the learned one only in their
-   directions.
+   200,000 training tokens, 50,000 validation tokens, 3 epochs), with C learned, with C fixed to the
+   first 30 principal components of the co-occurrence rows
+   (:func:`~nplm_edu.analysis.cooccurrence.pca_features`), and with C fixed at its random initial
+   values. A fixed table is rescaled to the root mean square of the learned C of the same run, so
+   the two fixed tables differ from the learned one only in their directions.
 """
 
 from __future__ import annotations

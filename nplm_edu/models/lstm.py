@@ -39,7 +39,7 @@ from .rnn import RecurrentLM, _keep, check_batch, embedding_grad
 
 
 def sigmoid(z):
-    """sigma(z) = 1 / (1 + exp(-z)) (seed 003, eq. 7), without overflow for large |z|."""
+    """sigma(z) = 1 / (1 + exp(-z)) (seed 003, eq. 7), without overflow for large ``|z|``."""
     e = np.exp(-np.abs(z))
     return np.where(z >= 0, 1 / (1 + e), e / (1 + e))
 
