@@ -379,11 +379,16 @@ def main(argv=None) -> int:
         return 2
     opt = Options(shots=Path(a.screenshots), width=a.width, min_scale=a.min_scale, timeout=a.timeout, settle_ms=a.settle)
     t0 = time.monotonic()
-    problems = check_pages(root.resolve(), vendor, a.chromium, opt, a.pages, report=lambda line: print(line, flush=True))
+    problems = check_pages(root.resolve(), vendor, a.chromium, opt, a.pages,
+                           report=lambda line: print(line.encode("utf-16", "surrogatepass").decode("utf-16", "replace"),
+                                                     flush=True))
     if not problems:
         print(f"error: no HTML pages under {root}; build the book first (make book)", file=sys.stderr)
         return 2
-    listed = [f"{rel}: {m}" for rel, found in problems.items() for m in found]
+    def readable(text: str) -> str:  # page text read through the browser may hold UTF-16 surrogate pairs
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+    listed = [readable(f"{rel}: {m}") for rel, found in problems.items() for m in found]
     took = time.monotonic() - t0
     if listed:
         print(f"\n{len(listed)} problem(s) in {len(problems)} pages ({took:.0f} s):")
