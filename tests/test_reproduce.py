@@ -120,7 +120,12 @@ def test_table1_quick_schema_and_numbers(tmp_path):
     from nplm_edu.training.checkpoint import model_from_checkpoint
 
     doc = table1(tmp_path, "--epochs", "2", "--lr", "0.5")
-    assert list(doc["rows"]) == [f"MLP{i}" for i in range(1, 11)]
+    # the table's ten rows, then MLP1 without direct connections, trained beside them (no mixed row)
+    assert list(doc["rows"]) == [f"MLP{i}" for i in range(1, 11)] + ["MLP1-ND"]
+    nd = doc["rows"]["MLP1-ND"]
+    assert (nd["n"], nd["h"], nd["m"], nd["direct"], nd["mix"]) == (5, 50, 60, False, False)
+    assert nd["model"]["direct"] is False and doc["rows"]["MLP1"]["model"]["direct"] is True
+    assert nd["epochs_run"] == 2 and "--rows MLP1-ND" in nd["command_explicit"]
     assert doc["quick"] and doc["corpus"] == "synthetic" and doc["tokens"] == {"train": 6400, "valid": 800, "test": 800}
     V = doc["V"]
     assert 1 < doc["trigram"]["valid"] < V
@@ -190,6 +195,21 @@ def test_table1_resumes_row_by_row(tmp_path):
     # --force trains from scratch
     fourth = table1(tmp_path, "--rows", "MLP7", "--epochs", "2", "--force")["rows"]
     assert not fourth["MLP7"]["resumed"] and fourth["MLP7"]["valid"] == third["MLP7"]["valid"]  # same seed
+
+
+def test_table1_two_processes_fill_one_table(tmp_path):
+    """One process per core, different rows, one file: each writes its rows under a lock, keeping the other's."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    base = [sys.executable, "-m", "nplm_edu", "reproduce", "table1", *TINY, "--epochs", "1",
+            "--out", str(tmp_path / "t1.json"), "--runs-dir", str(tmp_path / "runs"), "--no-save-features"]
+    procs = [subprocess.Popen(base + ["--rows", rows], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for rows in ("MLP7,MLP3", "MLP5,MLP1-ND")]
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, out.decode()
+    rows = json.loads((tmp_path / "t1.json").read_text())["rows"]
+    assert list(rows) == ["MLP3", "MLP4", "MLP5", "MLP6", "MLP7", "MLP8", "MLP1-ND"]  # table order, nothing lost
+    assert all(rows[r]["epochs_run"] == 1 for r in ("MLP3", "MLP5", "MLP7", "MLP1-ND"))
 
 
 def test_table1_ctrl_c_resumes_inside_a_row(tmp_path, monkeypatch):

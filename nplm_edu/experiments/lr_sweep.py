@@ -30,7 +30,7 @@ from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig, train
 from .common import RESULTS, check_output_path, write_results
 from .minibatch import SLICE  # the Brown slice of ``reproduce minibatch``: 100,000 / 20,000 tokens
-from .table1 import ROWS, TRAIN as TABLE1_TRAIN, single_row, table_corpus
+from .table1 import NETWORKS, TRAIN as TABLE1_TRAIN, single_row, table_corpus
 
 QUICK_EPOCHS = 2
 
@@ -87,7 +87,7 @@ def run_lr_sweep(opts: LrSweepOptions | None = None, spec: CorpusSpec | None = N
     base.validate()
     out = check_output_path(Path(out) if out else RESULTS / ("lr_sweep_quick.json" if opts.quick else "lr_sweep.json"))
     corpus = sweep_corpus(spec, opts.quick)
-    mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **ROWS[row])
+    mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **NETWORKS[row])
     doc = {"row": row, "model": asdict(mcfg), "corpus": corpus.name, "V": corpus.V, "quick": bool(opts.quick),
            "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid")},
            "train": {k: getattr(base, k) for k in ("epochs", "batch", "decay_rate", "weight_decay", "seed")},

@@ -30,7 +30,7 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, train
 from .common import RESULTS, check_output_path, write_results
-from .table1 import ROWS, TRAIN as TABLE1_TRAIN, single_row
+from .table1 import NETWORKS, TRAIN as TABLE1_TRAIN, single_row
 
 SLICE = (100_000, 20_000)  # default training / validation tokens on Brown
 
@@ -71,7 +71,7 @@ def run_minibatch(opts: MinibatchOptions | None = None, spec: CorpusSpec | None 
     out = check_output_path(Path(out) if out else RESULTS / "minibatch.json")
     corpus = spec.load()
     epochs = opts.epochs
-    mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **ROWS[row])
+    mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **NETWORKS[row])
     doc = {"row": row, "model": asdict(mcfg), "corpus": corpus.name, "V": corpus.V,
            "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")},
            "weight_decay": opts.weight_decay, "epochs": epochs,
