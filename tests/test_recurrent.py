@@ -235,17 +235,24 @@ def test_distance_to_the_paragraph_mark():
     assert sum(r["tokens"] for r in rows) == 6
 
 
-def test_sampling_is_seeded_and_reads_what_it_drew():
-    from nplm_edu.analysis.recurrent import sample_recurrent, sample_window
-    from nplm_edu.models.ngram import KneserNey
+def test_sampling_a_recurrent_model_reads_what_it_drew():
+    from nplm_edu.analysis.sampling import sample
 
     model = recurrent_model(RecurrentConfig(V=V, cell="lstm", m=M, h=H, seed=3))
-    a = sample_recurrent(model, [1, 2], 12, np.random.default_rng(0))
-    b = sample_recurrent(model, [1, 2], 12, np.random.default_rng(0))
-    assert a == b and len(a) == 12 and all(0 <= w < V for w in a)
-    # the state is carried: drawing the first 6 words, then 6 more after reading them, gives the same words
-    first = sample_recurrent(model, [1, 2], 6, np.random.default_rng(0))
-    assert first == a[:6]
-    kn = KneserNey(3, V).fit(np.random.default_rng(1).integers(0, V, 500))
-    w = sample_window(kn, [1, 2], 10, np.random.default_rng(0))
-    assert len(w) == 10 and w == sample_window(kn, [1, 2], 10, np.random.default_rng(0))
+    a = sample(model, [1, 2], np.random.default_rng(0), length=12, samples=3)
+    assert a == sample(model, [1, 2], np.random.default_rng(0), length=12, samples=3)  # seeded
+    assert all(len(s) == 12 and all(0 <= w < V for w in s) for s in a) and a[0] != a[1]
+    # greedy: each word is the most probable one after the context and every word drawn before it,
+    # recomputed here from a zero state over the whole prefix (so the sampler's carried state is right)
+    g = sample(model, [1, 2], np.random.default_rng(0), length=8, temperature=0, samples=2)
+    assert g[0] == g[1]
+    seq = [1, 2] + g[0]
+    for t in range(2, len(seq)):
+        cache = model.forward(np.array([seq[:t]]))
+        lp = model.output.log_probs(model.params, {"U": cache["inputs"]["U"][-1:]})[0]  # (|V|,)
+        assert seq[t] == int(np.argmax(lp)), t
+    # a stop word ends a chain at its first appearance and is kept
+    first = g[0].index(g[0][3])
+    assert sample(model, [1, 2], np.random.default_rng(0), length=8, temperature=0, stop=[g[0][3]]) == [g[0][:first + 1]]
+    with pytest.raises(UserError, match="at least 1 word"):
+        sample(model, [], np.random.default_rng(0))

@@ -92,29 +92,3 @@ def gradient_through_time(model, ids: np.ndarray, K: int = 50, positions: int = 
         gh = gz @ Wh
     logs = np.log10(np.maximum(np.array(norms), 1e-300))  # (K + 1, B)
     return [float(f"{10 ** v:.4g}") for v in logs.mean(axis=1)]
-
-
-def sample_recurrent(model, prefix, n: int, rng: np.random.Generator) -> list[int]:
-    """``n`` word ids drawn one at a time from a recurrent model after reading ``prefix`` (ids): each
-    word is drawn from P(. | everything so far) and read next, the state carried."""
-    state = model.initial_state(1)
-    words = [int(w) for w in prefix]
-    X = np.asarray(words, np.int64)[None]  # (1, len(prefix))
-    for _ in range(n):
-        cache = model.forward(X, state)
-        state = cache["state"]
-        logp = model.output.log_probs(model.params, {"U": cache["inputs"]["U"][-1:]})[0]  # (|V|,)
-        w = int(rng.choice(len(logp), p=np.exp(logp) / np.exp(logp).sum()))
-        words.append(w)
-        X = np.array([[w]])
-    return words[len(prefix):]
-
-
-def sample_window(lm, prefix, n: int, rng: np.random.Generator) -> list[int]:
-    """``n`` word ids drawn one at a time from a model of order n (an n-gram or the NPLM) after ``prefix``."""
-    words = [int(w) for w in prefix]
-    k = lm.order - 1
-    for _ in range(n):
-        p = np.asarray(lm.probs(np.array([words[-k:]])), np.float64)[0]  # (|V|,)
-        words.append(int(rng.choice(len(p), p=p / p.sum())))
-    return words[len(prefix):]

@@ -39,24 +39,34 @@ def reshape(p: np.ndarray, temperature: float, ban=()) -> np.ndarray:
 
 def sample(model, context, rng: np.random.Generator, length: int = 30, temperature: float = 1.0,
            stop=(), ban=(), samples: int = 1) -> list[list[int]]:
-    """``samples`` continuations of ``context`` (word ids, at least order - 1 of them), each of at
-    most ``length`` ids and ending early after an id in ``stop`` (which is kept). The chains are
-    drawn side by side: one ``probs`` call per step for all of them."""
+    """``samples`` continuations of ``context`` (word ids), each of at most ``length`` ids and ending
+    early after an id in ``stop`` (which is kept). The chains are drawn side by side: one ``probs``
+    call per step for all of them.
+
+    A model of order n (an n-gram, the NPLM) reads the last n-1 words, so ``context`` needs at least
+    that many; a recurrent model (one with ``initial_state``) reads all of ``context`` (at least one
+    word) into its state, then each word it draws."""
     if not isinstance(rng, np.random.Generator):
         raise UserError("sample needs a numpy Generator (np.random.default_rng(seed))")
     if not (np.isfinite(temperature) and temperature >= 0):
         raise UserError(f"temperature must be a number >= 0, got {temperature}")
     if length < 1 or samples < 1:
         raise UserError("length and samples must be at least 1")
-    k = model.order - 1
+    recurrent = hasattr(model, "initial_state")
+    k = 1 if recurrent else model.order - 1
     ctx = np.asarray(context, dtype=np.int64).ravel()
     if len(ctx) < k:
-        raise UserError(f"a model of order {model.order} needs {k} words of context, got {len(ctx)}")
+        need = "a recurrent model needs at least 1 word" if recurrent else f"a model of order {model.order} needs {k} words"
+        raise UserError(f"{need} of context, got {len(ctx)}")
     if len(ctx) and (ctx.min() < 0 or ctx.max() >= model.V):
         raise UserError(f"context ids must lie in 0..{model.V - 1}")
     if len(set(ban)) >= model.V:
         raise UserError("every word is banned: nothing left to sample")
-    window = np.tile(ctx[len(ctx) - k:], (samples, 1))  # (S, n-1) the running contexts
+    if recurrent:  # read the whole context once; the chains then differ only in their state
+        state = model.initial_state(samples)
+        p_next, state = _recurrent_step(model, np.tile(ctx, (samples, 1)), state)  # (S, |V|)
+    else:
+        window = np.tile(ctx[len(ctx) - k:], (samples, 1))  # (S, n-1) the running contexts
     out = np.zeros((samples, length), np.int64)
     done = np.zeros(samples, bool)
     ends = np.full(samples, length)
@@ -65,17 +75,30 @@ def sample(model, context, rng: np.random.Generator, length: int = 30, temperatu
         live = np.flatnonzero(~done)
         if not len(live):
             break
-        q = reshape(model.probs(window[live]), temperature, ban)  # (L, |V|)
+        q = reshape(p_next[live] if recurrent else model.probs(window[live]), temperature, ban)  # (L, |V|)
         c = np.cumsum(q, axis=1)
         u = rng.random(len(live)) * c[:, -1]
         w = np.minimum((c < u[:, None]).sum(axis=1), model.V - 1)  # inverse of the cumulative distribution
         out[live, t] = w
-        if k:
+        if recurrent:  # read the drawn word: the live chains' states move one step
+            p_live, s_live = _recurrent_step(model, w[:, None], tuple(s[live] for s in state))
+            p_next[live] = p_live
+            for s, new in zip(state, s_live):
+                s[live] = new
+        elif k:
             window[live] = np.concatenate([window[live, 1:], w[:, None]], axis=1)
         hit = np.isin(w, stop)
         ends[live[hit]] = t + 1
         done[live[hit]] = True
     return [out[i, :ends[i]].tolist() for i in range(samples)]
+
+
+def _recurrent_step(model, X, state):
+    """Read X (B, T) from ``state``: P(next word | all read) (B, |V|) float64 and the new state."""
+    cache = model.forward(X, state)
+    B = X.shape[0]
+    last = {"U": cache["inputs"]["U"][-B:]}  # the last step's rows (time-major)  (B, h)
+    return np.exp(model.output.log_probs(model.params, last)), tuple(s.copy() for s in cache["state"])
 
 
 def side_by_side(models: dict, vocab, prompt: list[str], seed: int = 0, **kw) -> dict[str, list[str]]:
