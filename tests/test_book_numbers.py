@@ -239,6 +239,29 @@ FIGURES = [
     ("09_embeddings", rf"\(−{N} against −[\d.]+ on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_own"), ".3f"),
     ("09_embeddings", rf"\(−[\d.]+ against −{N} on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_unk"), ".3f"),
     ("09_embeddings", rf"another unknown word's vector \(−{N}\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_other"), ".3f"),
+    # chapter 11: the recurrent models on Brown
+    ("11_recurrent", rf"reaches a test perplexity of {N}, [\d.]+ of the", "recurrent/rows[model=rnn]/test_ppl", ".1f"),
+    ("11_recurrent", rf"reaches a test perplexity of [\d.]+, {N} of the", "recurrent/rows[model=rnn]/test_over_kn5", ".3f"),
+    ("11_recurrent", rf"The LSTM reaches {N}, [\d.]+ of the", "recurrent/rows[model=lstm]/test_ppl", ".1f"),
+    ("11_recurrent", rf"The LSTM reaches [\d.]+, {N} of the", "recurrent/rows[model=lstm]/test_over_kn5", ".3f"),
+    ("11_recurrent", rf"5-gram's: {N}% below the Elman",
+     lambda R: 100 * (1 - R("recurrent/rows[model=lstm]/test_ppl") / R("recurrent/rows[model=rnn]/test_ppl")), ".0f"),
+    ("11_recurrent", rf"gives the LSTM, {N}, says", "recurrent/rows[model=lstm]/mix_weight", ".2f"),
+    ("11_recurrent", rf"\(mixed: {N}, [\d.]+\)", "recurrent/rows[model=lstm]/mix_test_ppl", ".1f"),
+    ("11_recurrent", rf"\(mixed: [\d.]+, {N}\)", "recurrent/rows[model=lstm]/mix_test_over_kn5", ".3f"),
+    ("11_recurrent", rf"perplexity of {N} against [\d.]+ when reset",
+     "recurrent/rows[model=lstm]/test_by_distance[bin=1]/lstm", ".1f"),
+    ("11_recurrent", rf"perplexity of [\d.]+ against {N} when reset",
+     "recurrent/rows[model=lstm]/test_by_distance[bin=1]/lstm_reset", ".1f"),
+    ("11_recurrent", rf"the Elman network {N} and the LSTM", "recurrent/rows[model=rnn]/test_over_kn5", ".3f"),
+    ("11_recurrent", rf"and the LSTM {N} of the", "recurrent/rows[model=lstm]/test_over_kn5", ".3f"),
+    ("11_recurrent", rf"against {N} for the largest NPLM", "beyond/test_over_kn5/network", ".3f"),
+    ("11_recurrent", rf"finds \$k\$ for both: {N} for the Elman",
+     lambda R: next(k for k, g in enumerate(R("recurrent/rows[model=rnn]/gradient_through_time"))
+                    if g < 0.01 * R("recurrent/rows[model=rnn]/gradient_through_time")[0]), "d"),
+    ("11_recurrent", rf"for the Elman network, {N} for the LSTM",
+     lambda R: next(k for k, g in enumerate(R("recurrent/rows[model=lstm]/gradient_through_time"))
+                    if g < 0.01 * R("recurrent/rows[model=lstm]/gradient_through_time")[0]), "d"),
 ]
 
 
