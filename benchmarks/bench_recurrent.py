@@ -3,8 +3,11 @@ installed) of PyTorch's nn.LSTM + nn.Linear + cross-entropy + SGD on the same sh
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_recurrent.py [--seconds 10] [--threads 1] [--json F]
 
-Shapes: |V| = 17,907 (Brown), m = h = 256 and 512, B = 32 streams, T = 35 steps, the full softmax
-(the class-factored output layer is measured too once the package has one). One step is what the
+Shapes: |V| = 17,907 (Brown), m = h = 256 and 512, B = 32 streams, T = 35 steps, the full softmax and
+the class-factored softmax (round(sqrt |V|) = 134 classes by frequency binning, Mikolov et al. 2011).
+Word ids are drawn from a Zipf distribution over the vocabulary (P(rank r) proportional to 1/r, as
+in text), which is what makes the class-factored layer's cost realistic: frequent words sit in small
+classes. One step is what the
 trainer does per batch (:meth:`nplm_edu.training.stream.StreamBackend.update`): forward over T steps
 from the carried state, the output layer for all T B positions, truncated BPTT, the gradient norm
 clipped, SGD. PyTorch does the same: embedding, ``nn.LSTM``, ``nn.Linear``, ``cross_entropy``
@@ -40,6 +43,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nplm_edu.models.class_softmax import ClassSoftmax, frequency_classes  # noqa: E402
 from nplm_edu.models.rnn import RecurrentConfig  # noqa: E402
 from nplm_edu.numerics.recurrent import recurrent_model  # noqa: E402
 from nplm_edu.training.stream import StreamBackend, StreamConfig  # noqa: E402
@@ -66,9 +70,14 @@ def matmul_peak(seconds: float) -> float:
     return best
 
 
+ZIPF = 1.0 / np.arange(1, V + 1)  # word id r - 1 has rank r
+
+
 def batches(count: int, seed: int = 0):
+    """``count`` batches (X, Y) of (B, T) word ids drawn from the Zipf distribution."""
     rng = np.random.default_rng(seed)
-    return [(rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))) for _ in range(count)]
+    p = ZIPF / ZIPF.sum()
+    return [(rng.choice(V, (B, T), p=p), rng.choice(V, (B, T), p=p)) for _ in range(count)]
 
 
 def time_loop(step, data, seconds: float, min_steps: int = 2) -> float:
@@ -85,9 +94,13 @@ def time_loop(step, data, seconds: float, min_steps: int = 2) -> float:
     return done / (time.perf_counter() - t0)
 
 
-def numpy_step(h: int):
-    """Our training step, as the trainer calls it (no dropout)."""
-    model = recurrent_model(RecurrentConfig(V=V, cell="lstm", m=h, h=h, seed=0))
+def numpy_step(h: int, output: str = "full"):
+    """Our training step, as the trainer calls it (no dropout); ``output`` "full" or "class"."""
+    layer = None
+    if output == "class":
+        counts = np.round(1e6 * ZIPF / ZIPF.sum()).astype(np.int64)  # expected counts of a million tokens
+        layer = ClassSoftmax(V, h, frequency_classes(counts, round(np.sqrt(V))))
+    model = recurrent_model(RecurrentConfig(V=V, cell="lstm", m=h, h=h, seed=0), layer)
     cfg = TrainConfig(batch=B, lr=1.0, weight_decay=0.0)
     backend = StreamBackend(model, cfg, StreamConfig(T=T, clip=0.25))
     state = {"first": True}
@@ -142,11 +155,11 @@ def main() -> None:
           f"load average {load_before[0]:.2f}")
     peak = matmul_peak(3.0)
     print(f"float32 matmul peak (2048^3, best): {peak:.1f} GFLOP/s")
-    print(f"{'h':>4} {'ours tok/s':>10} {'GFLOP/s':>8} {'of peak':>8}" +
+    print(f"{'h':>4} {'ours tok/s':>10} {'GFLOP/s':>8} {'of peak':>8} {'class tok/s':>11} {'class/full':>10}" +
           (f" {'torch tok/s':>11} {'ours/torch':>10}" if torch_version else ""))
     rounds, rows, data = 3, [], batches(4)
     for h in HIDDEN:
-        steps = {"ours": numpy_step(h)}
+        steps = {"ours": numpy_step(h), "class": numpy_step(h, "class")}
         if torch_version:
             steps["torch"] = torch_step(h)
         best = dict.fromkeys(steps, 0.0)
@@ -154,12 +167,15 @@ def main() -> None:
             for who, step in steps.items():
                 best[who] = max(best[who], time_loop(step, data, args.seconds / rounds))
         gf = best["ours"] * flops_per_token(h, h) / 1e9
-        line = f"{h:4d} {best['ours']:10.0f} {gf:8.1f} {gf / peak:8.1%}"
+        line = (f"{h:4d} {best['ours']:10.0f} {gf:8.1f} {gf / peak:8.1%} {best['class']:11.0f} "
+                f"{best['class'] / best['ours']:10.2f}")
         if torch_version:
             line += f" {best['torch']:11.0f} {best['ours'] / best['torch']:10.2f}"
         print(line, flush=True)
         rows.append({"cell": "lstm", "h": h, "m": h, "V": V, "B": B, "T": T, "output": "full softmax",
                      "ours_tokens_per_s": round(best["ours"], 1), "gflops": round(gf, 2), "of_peak": round(gf / peak, 4),
+                     "class_softmax_tokens_per_s": round(best["class"], 1),
+                     "class_over_full": round(best["class"] / best["ours"], 3),
                      "torch_tokens_per_s": round(best["torch"], 1) if torch_version else None,
                      "ours_over_torch": round(best["ours"] / best["torch"], 3) if torch_version else None})
     load_after = list(os.getloadavg())
