@@ -256,3 +256,82 @@ def test_sampling_a_recurrent_model_reads_what_it_drew():
     assert sample(model, [1, 2], np.random.default_rng(0), length=8, temperature=0, stop=[g[0][3]]) == [g[0][:first + 1]]
     with pytest.raises(UserError, match="at least 1 word"):
         sample(model, [], np.random.default_rng(0))
+
+
+def autodiff_loss(model, X, Y, kw):
+    """The loss of a batch written from the equations (seed 003, eq. 6 and section 2.4) with the
+    operations of tests/autodiff.py, an independent reverse-mode AD: (loss Var, parameter Vars)."""
+    from autodiff import Var, concat_rows, mean_nll, rows, sigmoid, tanh
+
+    P = {k: Var(v) for k, v in model.params.items()}
+    state = kw.get("state") or tuple(np.zeros((B, H)) for _ in range(model.n_state))
+    h, s = Var(state[0]), (Var(state[1]) if model.n_state == 2 else None)
+    resets = kw.get("resets", np.zeros((B, T), bool))
+    outs = []
+    for t in range(T):
+        keep = (~resets[:, t])[:, None].astype(np.float64)  # a reset zeroes the state before step t
+        x = rows(P["C"], X[:, t])  # x_t = C(w_t)
+        if "mask_x" in kw:
+            x = x * kw["mask_x"][t]
+        z = x @ P["Wx"].T + (h * keep) @ P["Wh"].T + P["d"]
+        if model.kind == "rnn":
+            h = tanh(z)  # h_t = tanh(Wx x_t + Wh h_{t-1} + d)
+        else:
+            i, f, o = sigmoid(z.cols(0, H)), sigmoid(z.cols(H, 2 * H)), sigmoid(z.cols(2 * H, 3 * H))
+            g = tanh(z.cols(3 * H, 4 * H))
+            s = g * i + (s * keep) * f  # s_t = g_t i_t + s_{t-1} f_t
+            h = o * tanh(s)  # h_t = o_t tanh(s_t)
+        outs.append(h * kw["mask_a"][t] if "mask_a" in kw else h)
+    a = concat_rows(outs)  # (T B, h) time-major
+    return mean_nll(a @ P["U"].T + P["b"], Y.T.reshape(-1)), P
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("carried,extras", [(False, False), (True, True)])
+def test_bptt_equals_automatic_differentiation(cell, fast, carried, extras):
+    """Hand-derived BPTT (reference and fast) equals an independent reverse-mode AD of the equations
+    over T = 6 steps: from zeros, and from a carried state with resets and dropout masks."""
+    model, X, Y, kw = case(cell, seed=7, carried=carried, extras=extras)
+    if fast:
+        fast_model = recurrent_model(model.config, fast=True)
+        fast_model.params = {k: v.copy() for k, v in model.params.items()}
+        model = fast_model
+    loss, grads, _ = model.loss_and_grads(X, Y, **kw)
+    grads = {k: v.copy() for k, v in grads.items()}
+    L, P = autodiff_loss(model, X, Y, kw)
+    L.backward()
+    assert loss == pytest.approx(float(L.value), rel=1e-12)
+    for k in model.params:
+        np.testing.assert_allclose(grads[k], P[k].grad, rtol=1e-9, atol=1e-13, err_msg=k)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_bptt_equals_pytorch_autograd(cell):
+    """The same against PyTorch's autograd, when PyTorch is installed (an optional check: the
+    package never needs it)."""
+    torch = pytest.importorskip("torch")
+    model, X, Y, kw = case(cell, seed=8, carried=True, extras=True)
+    loss, grads, _ = model.loss_and_grads(X, Y, **kw)
+    P = {k: torch.tensor(v, requires_grad=True) for k, v in model.params.items()}
+    h = torch.tensor(kw["state"][0])
+    s = torch.tensor(kw["state"][1]) if cell == "lstm" else None
+    outs = []
+    for t in range(T):
+        keep = torch.tensor((~kw["resets"][:, t])[:, None].astype(np.float64))
+        x = P["C"][torch.tensor(X[:, t])] * torch.tensor(kw["mask_x"][t])
+        z = x @ P["Wx"].T + (h * keep) @ P["Wh"].T + P["d"]
+        if cell == "rnn":
+            h = torch.tanh(z)
+        else:
+            i, f, o, g = torch.sigmoid(z[:, :H]), torch.sigmoid(z[:, H:2 * H]), torch.sigmoid(z[:, 2 * H:3 * H]), \
+                torch.tanh(z[:, 3 * H:])
+            s = g * i + (s * keep) * f
+            h = o * torch.tanh(s)
+        outs.append(h * torch.tensor(kw["mask_a"][t]))
+    y = torch.cat(outs) @ P["U"].T + P["b"]
+    L = torch.nn.functional.cross_entropy(y, torch.tensor(Y.T.reshape(-1)))
+    L.backward()
+    assert loss == pytest.approx(L.item(), rel=1e-12)
+    for k in model.params:
+        np.testing.assert_allclose(grads[k], P[k].grad.numpy(), rtol=1e-9, atol=1e-13, err_msg=k)

@@ -1,0 +1,149 @@
+"""A small reverse-mode automatic differentiation on numpy arrays, for the tests only.
+
+It knows nothing of the package: each operation records its inputs and how to send a gradient back
+to them, and :meth:`Var.backward` walks the recorded graph in reverse topological order (as
+micrograd does for scalars). The tests write the recurrent networks' forward pass with these
+operations, straight from the equations, and compare the gradients it finds with the hand-derived
+backpropagation through time of :mod:`nplm_edu.models.rnn` and :mod:`nplm_edu.models.lstm`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Var:
+    """An array in the graph: its value, its gradient after :meth:`backward`, and where it came from."""
+
+    def __init__(self, value, parents=(), back=None):
+        self.value = np.asarray(value, dtype=np.float64)
+        self.grad = np.zeros_like(self.value)
+        self.parents, self.back = parents, back
+
+    def backward(self) -> None:
+        """d(self)/d(every Var it depends on), self being a scalar."""
+        order, seen = [], set()
+
+        def visit(v):
+            if id(v) not in seen:
+                seen.add(id(v))
+                for p in v.parents:
+                    visit(p)
+                order.append(v)
+
+        visit(self)
+        self.grad = np.ones_like(self.value)
+        for v in reversed(order):
+            if v.back is not None:
+                v.back(v.grad)
+
+    # operators with broadcasting
+    def __add__(self, other):
+        other = lift(other)
+        out = Var(self.value + other.value, (self, other))
+        out.back = lambda g: (send(self, g), send(other, g))
+        return out
+
+    def __mul__(self, other):
+        other = lift(other)
+        out = Var(self.value * other.value, (self, other))
+        out.back = lambda g: (send(self, g * other.value), send(other, g * self.value))
+        return out
+
+    def __rsub__(self, number):  # number - self
+        out = Var(number - self.value, (self,))
+        out.back = lambda g: send(self, -g)
+        return out
+
+    def __matmul__(self, other):
+        out = Var(self.value @ other.value, (self, other))
+        out.back = lambda g: (send(self, g @ other.value.T), send(other, self.value.T @ g))
+        return out
+
+    @property
+    def T(self):
+        out = Var(self.value.T, (self,))
+        out.back = lambda g: send(self, g.T)
+        return out
+
+    def cols(self, lo: int, hi: int):
+        out = Var(self.value[:, lo:hi], (self,))
+
+        def back(g):
+            full = np.zeros_like(self.value)
+            full[:, lo:hi] = g
+            send(self, full)
+
+        out.back = back
+        return out
+
+
+def lift(x) -> Var:
+    return x if isinstance(x, Var) else Var(x)
+
+
+def send(v: Var, g: np.ndarray) -> None:
+    """Add g to v's gradient, summed over the axes broadcasting added."""
+    while g.ndim > v.value.ndim:
+        g = g.sum(axis=0)
+    for axis, n in enumerate(v.value.shape):
+        if n == 1 and g.shape[axis] != 1:
+            g = g.sum(axis=axis, keepdims=True)
+    v.grad = v.grad + g
+
+
+def tanh(x: Var) -> Var:
+    out = Var(np.tanh(x.value), (x,))
+    out.back = lambda g: send(x, g * (1 - out.value ** 2))
+    return out
+
+
+def sigmoid(x: Var) -> Var:
+    out = Var(1 / (1 + np.exp(-x.value)), (x,))
+    out.back = lambda g: send(x, g * out.value * (1 - out.value))
+    return out
+
+
+def rows(table: Var, ids) -> Var:
+    """table[ids]: the look-up of a word's feature vector."""
+    ids = np.asarray(ids)
+    out = Var(table.value[ids], (table,))
+
+    def back(g):
+        full = np.zeros_like(table.value)
+        np.add.at(full, ids, g)
+        send(table, full)
+
+    out.back = back
+    return out
+
+
+def concat_rows(parts: list[Var]) -> Var:
+    """The parts stacked along axis 0."""
+    out = Var(np.concatenate([p.value for p in parts]), tuple(parts))
+
+    def back(g):
+        at = 0
+        for p in parts:
+            send(p, g[at:at + len(p.value)])
+            at += len(p.value)
+
+    out.back = back
+    return out
+
+
+def mean_nll(y: Var, targets) -> Var:
+    """Mean over rows of -log softmax(y)[target]."""
+    targets = np.asarray(targets)
+    z = y.value - y.value.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    N = len(targets)
+    out = Var(-logp[np.arange(N), targets].mean(), (y,))
+
+    def back(g):
+        d = np.exp(logp)
+        d[np.arange(N), targets] -= 1
+        send(y, g * d / N)
+
+    out.back = back
+    return out
