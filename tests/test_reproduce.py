@@ -308,3 +308,13 @@ def test_table1_saves_the_best_networks_features(tmp_path):
     assert not (tmp_path / "t1_features.npz.tmp.npz").exists()
     table1(tmp_path, "--rows", "MLP7", "--epochs", "1", "--save-features", out="q.json")  # never with --quick
     assert not list(tmp_path.glob("q*features*")) and not list((tmp_path / "runs").glob("*features*"))
+
+
+@pytest.mark.parametrize("target", ["minibatch", "lr-sweep"])
+def test_slice_targets_state_their_brown_slice_in_help(target, capsys):
+    from nplm_edu.experiments.minibatch import SLICE
+
+    entries = _help_entries(target, capsys)
+    assert f"default: {SLICE[0]} on Brown" in entries["--train-size"]
+    assert f"default: {SLICE[1]} on Brown" in entries["--valid-size"]
+    assert "default: 800000 on Brown" in _help_entries("table1", capsys)["--train-size"]

@@ -21,15 +21,17 @@ def split_size(text: str) -> float | int:
             raise UserError(f"a split size is a token count or a fraction, got {text!r}") from None
 
 
-def add_corpus_args(p, default_corpus: str | None = None) -> None:
-    """The corpus options every subcommand shares (defaults from :class:`CorpusSpec`)."""
+def add_corpus_args(p, default_corpus: str | None = None, brown_slice: tuple[int, int] | None = None) -> None:
+    """The corpus options every subcommand shares (defaults from :class:`CorpusSpec`); ``brown_slice``:
+    the (train, valid) token counts a target uses on Brown when the sizes are not given."""
     d = CorpusSpec()
     corpus = default_corpus or d.corpus
+    train, valid = brown_slice or (800_000, 200_000)
     p.add_argument("--corpus", default=corpus, help=f"brown, synthetic or a UTF-8 text file (default {corpus})")
     p.add_argument("--train-size", type=split_size, default=d.train_size, metavar="N|F",
-                   help="training tokens (count) or fraction (default: 800000 on Brown, 0.8 otherwise)")
+                   help=f"training tokens (count) or fraction (default: {train} on Brown, 0.8 otherwise)")
     p.add_argument("--valid-size", type=split_size, default=d.valid_size, metavar="N|F",
-                   help="validation tokens or fraction (default: 200000 on Brown, 0.1 otherwise)")
+                   help=f"validation tokens or fraction (default: {valid} on Brown, 0.1 otherwise)")
     p.add_argument("--min-count", type=int, default=d.min_count,
                    help=f"words seen fewer times become <unk> (default {d.min_count}: 'seen 3 times or fewer')")
     p.add_argument("--corpus-seed", type=int, default=d.corpus_seed, help="seed of the synthetic corpus")

@@ -27,8 +27,8 @@ from .train import HELP
 TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep", "output-layers", "recurrent", "central-claim")
 
 
-def _common(p, default_out: str) -> None:
-    add_corpus_args(p, default_corpus="brown")
+def _common(p, default_out: str, brown_slice: tuple[int, int] | None = None) -> None:
+    add_corpus_args(p, default_corpus="brown", brown_slice=brown_slice)
     p.add_argument("--out", default=None, help=f"output file (default {default_out})")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -113,7 +113,7 @@ def add_cli(subparsers) -> None:
 
     q = sub.add_parser("minibatch", help="K = 1 against minibatches on one network (about an hour)",
                        description="Does minibatch SGD track the paper's pure SGD (K = 1)?")
-    _common(q, "data/results/minibatch.json")
+    _common(q, "data/results/minibatch.json", brown_slice=minibatch.SLICE)
     add_options(q, minibatch.MinibatchOptions(), help={
         "row": "the Table 1 network to train", "epochs": "epochs of each run",
         "batch": "K of the 'table1' run", "lr": "eps_0 of the 'table1' run", "decay_rate": "r of the 'table1' run",
@@ -135,7 +135,7 @@ def add_cli(subparsers) -> None:
                        description="Train one Table 1 network once per eps_0 on a slice of Brown (the first "
                                    f"{lr_sweep.SLICE[0]:,} / {lr_sweep.SLICE[1]:,} tokens unless --train-size / "
                                    "--valid-size say otherwise) and compare validation perplexities.")
-    _common(q, "data/results/lr_sweep.json (lr_sweep_quick.json with --quick)")
+    _common(q, "data/results/lr_sweep.json (lr_sweep_quick.json with --quick)", brown_slice=minibatch.SLICE)
     add_options(q, lr_sweep.LrSweepOptions(), help={
         "row": "the Table 1 network to train", "lrs": "values of eps_0, comma-separated",
         "epochs": "epochs of every run (fixed: no early stopping)", "batch": "K of every run",
