@@ -367,7 +367,7 @@ def print_table(doc: dict, kn5: float | None) -> None:
 
     print(f"\nTable 1 ({doc['corpus']}, |V| = {doc['V']:,})" + ("  [--quick slice: not comparable to the paper]"
                                                                if doc.get("quick") else ""))
-    print(f"{'row':6} {'n':>2} {'h':>4} {'m':>3} {'direct':>6} {'mix':>4} {'epochs':>6} {'train':>7} {'valid':>7} "
+    print(f"{'row':7} {'n':>2} {'h':>4} {'m':>3} {'direct':>6} {'mix':>4} {'epochs':>6} {'train':>7} {'valid':>7} "
           f"{'test':>7} | {'paper:':>7} {'train':>5} {'valid':>5} {'test':>5} | {'test/KN5':>8}")
     for name in ORDER:
         r = doc["rows"].get(name)
@@ -375,14 +375,14 @@ def print_table(doc: dict, kn5: float | None) -> None:
             continue
         p = r["paper"]
         ratio = f"{r['test'] / kn5:8.3f}" if kn5 and r.get("test") else f"{'-':>8}"
-        print(f"{name:6} {r['n']:>2} {r['h']:>4} {r['m']:>3} {'yes' if r['direct'] else 'no':>6} "
+        print(f"{name:7} {r['n']:>2} {r['h']:>4} {r['m']:>3} {'yes' if r['direct'] else 'no':>6} "
               f"{'yes' if r['mix'] else 'no':>4} {r.get('epochs_run', ''):>6} {f(r.get('train'))} {f(r['valid'])} "
               f"{f(r['test'])} | {'':7} {g(p.get('train'))} {g(p['valid'])} {g(p['test'])} | {ratio}")
     if "trigram" in doc:
         t = doc["trigram"]
         p = t.get("paper", {})
         ratio = f"{t['test'] / kn5:8.3f}" if kn5 else f"{'-':>8}"
-        print(f"{'DelInt':6} {3:>2} {'':>4} {'':>3} {'':>6} {'':>4} {'':>6} {f(t['train'])} {f(t['valid'])} "
+        print(f"{'DelInt':7} {3:>2} {'':>4} {'':>3} {'':>6} {'':>4} {'':>6} {f(t['train'])} {f(t['valid'])} "
               f"{f(t['test'])} | {'':7} {g(p.get('train'))} {g(p.get('valid'))} {g(p.get('test'))} | {ratio}")
     if kn5:
         print(f"(our KN 5-gram test perplexity, from data/results/ngrams.json: {kn5:.1f}; paper 321)")
