@@ -3,6 +3,7 @@
 Bad input must give exactly one line on stderr, exit status 2 and no traceback.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -184,3 +185,22 @@ def test_out_of_memory_is_one_line(monkeypatch, tmp_path, capsys):
                "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert rc == 2 and err.strip().splitlines() == ["error: out of memory: try a smaller --batch, model or corpus"]
+
+
+def test_train_writes_a_results_file_with_provenance(tmp_path, capsys):
+    """--results FILE: the history beside the command, commit and machine; an unwritable FILE is found
+    before any training (one line, exit 2, no checkpoint written)."""
+    from nplm_edu.cli import main
+
+    base = ["train", "--corpus", "synthetic", "--synthetic-tokens", "3000", "--epochs", "2", "--quiet",
+            "--n", "3", "--h", "8", "--m", "6"]
+    out = tmp_path / "slice.json"
+    assert main(base + ["--out", str(tmp_path / "run"), "--results", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["command"].startswith("python -m nplm_edu") and doc["commit"] and doc["machine"]  # argv: pytest's here
+    assert doc["corpus"].startswith("synthetic") and doc["tokens"]["train"] == 2400
+    assert [e["epoch"] for e in doc["history"]["epochs"]] == [1, 2] and doc["history"]["model"]["h"] == 8
+    assert doc["history"]["epochs"] == json.loads((tmp_path / "run" / "history.json").read_text())["epochs"]
+    capsys.readouterr()
+    assert main(base + ["--out", str(tmp_path / "run2"), "--results", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err and not (tmp_path / "run2").exists()

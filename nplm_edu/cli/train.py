@@ -7,9 +7,11 @@ runs the one trainer (:func:`nplm_edu.training.trainer.train`): same checkpoints
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ..errors import UserError
+from ..experiments.common import check_output_path, write_results
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import load_checkpoint
@@ -35,6 +37,7 @@ HELP = {"n": "order: n-1 context words", "h": "hidden units, 0 for none", "m": "
 
 
 def _handler(args) -> int:
+    started = time.monotonic()
     config = from_options(TrainConfig, args)
     config.validate()
     net = from_options(NPLMConfig, args, V=2)
@@ -50,6 +53,8 @@ def _handler(args) -> int:
         comm = world()
     rank = 0 if comm is None else comm.Get_rank()
     quiet = args.quiet or rank != 0  # one rank speaks
+    if args.results:
+        check_output_path(args.results)  # before any training
     if args.resume:  # a missing or unreadable checkpoint is bad input: found here, said once (by rank 0 under MPI)
         load_checkpoint(Path(args.out) / "checkpoint.npz")
     corpus = corpus_from_args(args)
@@ -80,6 +85,12 @@ def _handler(args) -> int:
                         info=info)
     if not quiet and history.get("best_valid_ppl") is not None:
         print(f"best valid ppl {history['best_valid_ppl']:.2f}; checkpoint and history in {args.out}")
+    if args.results and rank == 0:
+        write_results(Path(args.results), {"corpus": corpus.name, "V": corpus.V,
+                                           "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid")},
+                                           "history": history}, started)
+        if not quiet:
+            print(f"wrote {args.results}")
     return 0
 
 
@@ -92,6 +103,9 @@ def add_cli(subparsers) -> None:
     add_options(p, TrainConfig(), help=HELP)
     p.add_argument("--out", default="runs/train", help="folder for checkpoint.npz and history.json")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
+    p.add_argument("--results", default=None, metavar="FILE",
+                   help="also write the history with the command, commit and machine to FILE "
+                        "(a results file, e.g. data/results/train_brown_slice.json)")
     p.add_argument("--parallel", choices=MODES, default="none",
                    help=f"parallel algorithm of section 3 (default none: serial); the parallel modes {NOT_IN_PARALLEL}")
     p.add_argument("--workers", type=int, default=1, help="processes for --parallel hogwild")
