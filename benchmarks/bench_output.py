@@ -139,7 +139,8 @@ def main() -> None:
     if args.json:
         write_results(args.json, {"benchmark": "output layers", "V": corpus.V, "K": K, "network": dict(NETWORK),
                                   "batches": "brown" if brown else "zipf", "rounds": args.rounds,
-                                  "steps_per_round": args.steps, "load_average_1min": load, "rows": rows}, started)
+                                  "steps_per_round": args.steps, "load_average_1min": load, "rows": rows}, started,
+                      "python " + " ".join(sys.argv))
         print(f"wrote {args.json}")
 
 

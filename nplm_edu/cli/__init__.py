@@ -15,7 +15,7 @@ import sys
 from ..errors import UserError
 
 # modules with a subcommand, in the order --help lists them
-COMMANDS = ("corpus", "ngram", "train", "mix", "reproduce")
+COMMANDS = ("corpus", "ngram", "train", "mix", "reproduce", "results")
 
 
 def build_parser() -> argparse.ArgumentParser:

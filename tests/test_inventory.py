@@ -1,0 +1,69 @@
+"""experiments/inventory.py and ``python -m nplm_edu results``: the provenance of every results file."""
+
+import json
+
+import pytest
+
+from nplm_edu.cli import main
+from nplm_edu.experiments.inventory import entry_of, inventory, problems
+
+
+def write(folder, name, doc):
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+
+
+CLEAN = {"command": "python -m nplm_edu reproduce ngrams", "commit": "abc1234",
+         "package_modified_since_commit": False, "date": "2026-11-23T10:00:00+00:00"}
+
+
+def test_provenance_at_the_top_in_a_block_or_per_row():
+    assert entry_of(CLEAN, "a.json").problem() is None
+    block = {"provenance": {"command": "python benchmarks/bench_scale.py", "commit": "def5678", "package_modified": False}}
+    e = entry_of(block, "scale.json")
+    assert (e.command, e.commits, e.clean) == ("python benchmarks/bench_scale.py", ["def5678"], True)
+    rows = {"rows": {"MLP1": {**CLEAN, "commit": "1111111"}, "MLP3": {**CLEAN, "commit": "2222222"}}}
+    e = entry_of(rows, "table1.json")
+    assert e.commits == ["1111111", "2222222"] and e.clean is True and e.command == CLEAN["command"]
+    modified = {"rows": [{**CLEAN, "package_modified_since_commit": True}, CLEAN]}
+    assert entry_of(modified, "t.json").clean is False
+    assert "differed" in entry_of(modified, "t.json").problem()
+    assert entry_of({**CLEAN, "package_modified_since_commit": None}, "t.json").problem() == "cleanliness not recorded"
+    assert entry_of({"command": "x"}, "t.json").problem() == "no commit recorded"
+    assert entry_of({"commit": "abc"}, "t.json").problem() == "no command recorded"
+    kept = {"command": "x", "kept": "the trials that chose the settings; rerunning them would change no choice"}
+    assert entry_of(kept, "t.json").problem() is None
+
+
+def test_inventory_of_a_folder_and_the_check(tmp_path, capsys):
+    write(tmp_path, "ngrams.json", CLEAN)
+    write(tmp_path, "old.json", {"command": "python -m nplm_edu reproduce minibatch", "commit": "abc1234"})
+    write(tmp_path, "trials/t1.json", {**CLEAN, "commit": "fff0000"})
+    (tmp_path / "scale.json").write_text(json.dumps(CLEAN))
+    (tmp_path / "scale.png").write_bytes(b"\x89PNG")
+    (tmp_path / "orphan.png").write_bytes(b"\x89PNG")
+    entries = inventory(tmp_path)
+    assert [e.path for e in entries] == ["ngrams.json", "old.json", "orphan.png", "scale.json", "scale.png",
+                                         "trials/t1.json"]
+    assert entries[4].made_with == "scale.json" and entries[2].made_with is None
+    assert problems(entries) == ["old.json: cleanliness not recorded",
+                                 "orphan.png: not JSON, and no JSON file of the same name says how it was made"]
+    assert main(["results", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "fff0000" in out and "(written with scale.json)" in out
+    assert main(["results", "--dir", str(tmp_path), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 2 results file(s) cannot be traced") and "old.json" in err
+    (tmp_path / "orphan.png").unlink()
+    write(tmp_path, "old.json", {"command": "x", "kept": "kept on purpose, and why"})
+    assert main(["results", "--dir", str(tmp_path), "--check"]) == 0
+    assert "all 5 files traced" in capsys.readouterr().out
+
+
+def test_bad_folder_or_file_is_one_line(tmp_path, capsys):
+    assert main(["results", "--dir", str(tmp_path / "missing")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    (tmp_path / "broken.json").write_text("{")
+    assert main(["results", "--dir", str(tmp_path)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
