@@ -342,7 +342,7 @@ def main() -> None:
         return
     prov = provenance(sys.argv[1:])
     for size in (int(float(s)) for s in a.sizes.split(",")):
-        samples, stop = [], threading.Event()
+        samples, stop = [os.getloadavg()[0]], threading.Event()  # one sample at the start: never empty
 
         def sample():
             while not stop.wait(10):
