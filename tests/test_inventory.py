@@ -67,3 +67,22 @@ def test_bad_folder_or_file_is_one_line(tmp_path, capsys):
     (tmp_path / "broken.json").write_text("{")
     assert main(["results", "--dir", str(tmp_path)]) == 2
     assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_progress_of_training_runs(tmp_path, capsys):
+    """--runs: epochs done, best validation perplexity and its epoch, epochs since the best against the patience."""
+    from nplm_edu.experiments.inventory import runs_progress
+
+    hist = {"model": {}, "train": {"epochs": 30, "patience": 3},
+            "epochs": [{"epoch": 1, "valid_ppl": 300.0, "seconds": 100.0}, {"epoch": 2, "valid_ppl": 280.0, "seconds": 100.0},
+                       {"epoch": 3, "valid_ppl": 290.0, "seconds": 100.0}]}
+    write(tmp_path, "table1/MLP9/history.json", hist)
+    write(tmp_path, "other/notes/history.json", {"something": "else"})  # not a run: skipped
+    (r,) = runs_progress(tmp_path)
+    assert (r["run"], r["epochs"], r["max_epochs"], r["best_epoch"], r["best_valid"], r["since_best"], r["patience"],
+            r["seconds"]) == ("table1/MLP9", 3, 30, 2, 280.0, 1, 3, 300.0)
+    assert main(["results", "--runs", str(tmp_path)]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("table1/MLP9"))
+    assert line.split()[1:6] == ["3/30", "280.00", "2", "1/3", "0.08"]
+    assert main(["results", "--runs", str(tmp_path / "empty")]) == 0
+    assert "no training runs" in capsys.readouterr().out

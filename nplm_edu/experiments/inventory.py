@@ -5,7 +5,8 @@ Every results file carries the provenance keys of :func:`~nplm_edu.experiments.c
 ``provenance`` block (the scale benchmark), or per row when rows were trained by separate commands
 (Table 1). A file deliberately kept from an earlier run says so in a ``kept`` key, with the reason.
 This module reads them back: one :class:`Entry` per file, and the files whose provenance is missing
-or unclean without such a reason. Files that are not JSON (a figure, saved word features) are
+or unclean without such a reason. :func:`runs_progress` does the same for training runs still under
+way (a table filled over several days): how far each run in a runs folder has got. Files that are not JSON (a figure, saved word features) are
 attributed to the JSON file whose name begins theirs (``scale.png`` to ``scale.json``).
 """
 
@@ -98,3 +99,28 @@ def problems(entries: list[Entry]) -> list[str]:
     """"file: reason" for every file that cannot be traced to one clean commit and is not marked kept
     (a file that is not JSON and belongs to no JSON file counts as one)."""
     return [f"{e.path}: {e.problem()}" for e in entries if e.problem()]
+
+
+def runs_progress(root) -> list[dict]:
+    """Every training run under ``root`` (a folder holding ``history.json``, at any depth): its path,
+    epochs done of at most how many, the best validation perplexity and its epoch, the epochs since
+    then against the patience (early stopping), seconds trained, and when the history was last written."""
+    import time
+
+    out = []
+    for hist in sorted(Path(root).rglob("history.json")):
+        try:
+            h = json.loads(hist.read_text(encoding="utf-8"))
+            epochs, train = h["epochs"], h.get("train", {})
+        except (ValueError, KeyError, TypeError):
+            continue  # not a run's history
+        valid = [e.get("valid_ppl") for e in epochs]
+        best = min((i for i, v in enumerate(valid) if v is not None), key=lambda i: valid[i], default=None)
+        out.append({"run": hist.parent.relative_to(root).as_posix(), "epochs": len(epochs),
+                    "max_epochs": train.get("epochs"), "patience": train.get("patience"),
+                    "best_epoch": None if best is None else best + 1,
+                    "best_valid": None if best is None else valid[best],
+                    "since_best": None if best is None else len(epochs) - best - 1,
+                    "seconds": sum(e.get("seconds", 0.0) for e in epochs),
+                    "updated": time.strftime("%Y-%m-%d %H:%M", time.gmtime(hist.stat().st_mtime))})
+    return out

@@ -15,6 +15,7 @@ Commands::
     python -m nplm_edu reproduce table1                    # every row on Brown (hours), data/results/table1.json
     python -m nplm_edu reproduce table1 --rows MLP9,MLP7 &  # two processes, one per core, fill one file
     python -m nplm_edu reproduce table1 --rows MLP1,MLP5
+    python -m nplm_edu results --runs                      # how far each row has got
     python -m nplm_edu reproduce table1 --rows MLP7,MLP1   # some rows only (the others stay in the file)
     python -m nplm_edu reproduce table1 --quick            # same pipeline on a slice, minutes: table1_quick.json
     python -m nplm_edu reproduce table1 --rows MLP1 --force   # retrain a row from scratch
