@@ -144,6 +144,8 @@ def test_table1_quick_schema_and_numbers(tmp_path):
             assert 1 < r[k] < V, (name, k, r[k])
         # the recorded validation perplexity is the best epoch's (early stopping keeps its parameters)
         assert r["valid"] == pytest.approx(min(e["valid_ppl"] for e in r["history"]), rel=1e-4)
+        h = r["history"]
+        assert r["best_epoch"] == 1 + min(range(len(h)), key=lambda i: h[i]["valid_ppl"])  # the trainer's, as recorded
         # recompute from the checkpoint: network and trigram log-probs, then the 0.5 mix by hand
         model = model_from_checkpoint(tmp_path / "runs" / "t1" / name / "checkpoint.npz")
         tc, tt = corpus.windows("test", n)

@@ -53,9 +53,9 @@ def sample(model, context, rng: np.random.Generator, length: int = 30, temperatu
     if length < 1 or samples < 1:
         raise UserError("length and samples must be at least 1")
     recurrent = hasattr(model, "initial_state")
-    k = 1 if recurrent else model.order - 1
+    k = 0 if recurrent else model.order - 1  # the window a model of order n reads
     ctx = np.asarray(context, dtype=np.int64).ravel()
-    if len(ctx) < k:
+    if len(ctx) < max(k, recurrent):
         need = "a recurrent model needs at least 1 word" if recurrent else f"a model of order {model.order} needs {k} words"
         raise UserError(f"{need} of context, got {len(ctx)}")
     if len(ctx) and (ctx.min() < 0 or ctx.max() >= model.V):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data.corpus import Corpus, CorpusSpec, export
+from ..data.corpus import BROWN_SPLIT, Corpus, CorpusSpec, export
 from ..data.vocab import UNK
 from ..errors import UserError
 
@@ -26,7 +26,7 @@ def add_corpus_args(p, default_corpus: str | None = None, brown_slice: tuple[int
     the (train, valid) token counts a target uses on Brown when the sizes are not given."""
     d = CorpusSpec()
     corpus = default_corpus or d.corpus
-    train, valid = brown_slice or (800_000, 200_000)
+    train, valid = brown_slice or BROWN_SPLIT
     p.add_argument("--corpus", default=corpus, help=f"brown, synthetic or a UTF-8 text file (default {corpus})")
     p.add_argument("--train-size", type=split_size, default=d.train_size, metavar="N|F",
                    help=f"training tokens (count) or fraction (default: {train} on Brown, 0.8 otherwise)")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.corpus import BROWN_SPLIT
 from ..data.files import atomic_write
 from ..errors import UserError
 from ..numerics.blas import blas_info
@@ -154,5 +155,5 @@ def kn5_test(corpus, full_brown: bool) -> float | None:
 def is_full_brown(corpus, min_count: int) -> bool:
     """The paper's setting: all of Brown, 800,000 / 200,000 / rest, words seen 3 times or fewer as <unk>."""
     return (corpus.name == "brown" and min_count == 4
-            and (len(corpus.train), len(corpus.valid)) == (800_000, 200_000))
+            and (len(corpus.train), len(corpus.valid)) == BROWN_SPLIT)
 

@@ -5,14 +5,16 @@ Every results file carries the provenance keys of :func:`~nplm_edu.experiments.c
 ``provenance`` block (the scale benchmark), or per row when rows were trained by separate commands
 (Table 1). A file deliberately kept from an earlier run says so in a ``kept`` key, with the reason.
 This module reads them back: one :class:`Entry` per file, and the files whose provenance is missing
-or unclean without such a reason. :func:`runs_progress` does the same for training runs still under
-way (a table filled over several days): how far each run in a runs folder has got. Files that are not JSON (a figure, saved word features) are
+or unclean without such a reason. Files that are not JSON (a figure, saved word features) are
 attributed to the JSON file whose name begins theirs (``scale.png`` to ``scale.json``).
+:func:`runs_progress` does the same for training runs still under way (a table filled over several
+days): how far each run in a runs folder has got.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,7 +80,7 @@ def inventory(folder) -> list[Entry]:
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder of results")
     files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
-    stems = {p.relative_to(folder).with_suffix("").as_posix(): p for p in files if p.suffix == ".json"}
+    stems = {p.relative_to(folder).with_suffix("").as_posix() for p in files if p.suffix == ".json"}
     out = []
     for p in files:
         rel = p.relative_to(folder).as_posix()
@@ -104,9 +106,9 @@ def problems(entries: list[Entry]) -> list[str]:
 def runs_progress(root) -> list[dict]:
     """Every training run under ``root`` (a folder holding ``history.json``, at any depth): its path,
     epochs done of at most how many, the best validation perplexity and its epoch, the epochs since
-    then against the patience (early stopping), seconds trained, and when the history was last written."""
-    import time
-
+    then against the patience (early stopping), seconds trained, and when the history was last written.
+    A run's history.json records its best epoch only when the run ends, so it is found here from the
+    per-epoch validation perplexities (the first lowest, as the trainer keeps it)."""
     out = []
     for hist in sorted(Path(root).rglob("history.json")):
         try:

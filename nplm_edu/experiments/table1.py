@@ -54,7 +54,6 @@ sit beside ours (full Brown only).
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import time
 from dataclasses import asdict, dataclass, replace
@@ -279,13 +278,12 @@ def run_table1(cfg: TrainConfig = TRAIN, opts: Table1Options | None = None, spec
         ev = evaluate_row(model, tri, corpus, train_counts)
         t_eval = time.perf_counter() - t0
         epochs = history["epochs"]
-        best = min(range(len(epochs)), key=lambda i: epochs[i].get("valid_ppl", math.inf)) + 1 if epochs else None
         paper = PAPER.get(row, (None, None, None)) if full_brown else (None, None, None)
         stamp = {**provenance(started), "command_explicit": explicit_command(row, s, spec)}
         doc["rows"][row] = {
             "row": row, **NETWORKS[row], "mix": False, "model": asdict(model.config),
             "train_settings": {k: s[k] for k in TABLE_KEYS + ("epochs", "patience")},
-            "epochs_run": len(epochs), "best_epoch": best, "updates": history["updates"],
+            "epochs_run": len(epochs), "best_epoch": history["best_epoch"], "updates": history["updates"],
             "early_stopped": len(epochs) < s["epochs"], "resumed": resumed,
             "train": r3(ev["train"]), "valid": r3(ev["valid"]), "test": r3(ev["test"]),
             "paper": dict(zip(("train", "valid", "test"), paper)),
