@@ -1,6 +1,8 @@
 """experiments/inventory.py and ``python -m nplm_edu results``: the provenance of every results file."""
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +88,17 @@ def test_progress_of_training_runs(tmp_path, capsys):
     assert line.split()[1:6] == ["3/30", "280.00", "2", "1/3", "0.08"]
     assert main(["results", "--runs", str(tmp_path / "empty")]) == 0
     assert "no training runs" in capsys.readouterr().out
+
+
+def test_every_committed_results_file_is_traced_to_a_commit_of_this_repository():
+    # data/results/ as committed: every file made by one commit of clean code, or kept with its reason
+    # (a "kept" key), and every commit it names is in the history of the checked-out commit
+    root = Path(__file__).resolve().parents[1]
+    entries = inventory(root / "data" / "results")
+    assert problems(entries) == []
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout: the commits cannot be looked up")
+    for e in entries:
+        for sha in e.commits:
+            found = subprocess.run(["git", "merge-base", "--is-ancestor", sha, "HEAD"], cwd=root, capture_output=True)
+            assert found.returncode == 0, f"{e.path} names commit {sha}, which is not in the history of HEAD"
