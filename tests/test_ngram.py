@@ -52,6 +52,9 @@ def test_group_keys_is_np_unique():
     assert inv.dtype == cnt.dtype == np.int32
     first = np.unique(prefix * V + last, return_index=True)[1]
     assert np.array_equal(at, first)  # the first occurrence, as np.unique gives it
+    # without the inverse (the highest order needs none): the same keys, positions and counts
+    k2, at2, inv2, cnt2 = group_keys(prefix, last, V, inverse=False)
+    assert inv2 is None and np.array_equal(k2, keys) and np.array_equal(at2, at) and np.array_equal(cnt2, cnt)
 
 
 @pytest.mark.parametrize("pack_bits", [63, 30, 24, 16])
