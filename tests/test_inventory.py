@@ -75,7 +75,7 @@ def test_progress_of_training_runs(tmp_path, capsys):
     """--runs: epochs done, best validation perplexity and its epoch, epochs since the best against the patience."""
     from nplm_edu.experiments.inventory import runs_progress
 
-    hist = {"model": {}, "train": {"epochs": 30, "patience": 3},
+    hist = {"model": {}, "train": {"epochs": 30, "patience": 3}, "best_valid_ppl": 280.0, "best_epoch": 2,
             "epochs": [{"epoch": 1, "valid_ppl": 300.0, "seconds": 100.0}, {"epoch": 2, "valid_ppl": 280.0, "seconds": 100.0},
                        {"epoch": 3, "valid_ppl": 290.0, "seconds": 100.0}]}
     write(tmp_path, "table1/MLP9/history.json", hist)
@@ -88,6 +88,31 @@ def test_progress_of_training_runs(tmp_path, capsys):
     assert line.split()[1:6] == ["3/30", "280.00", "2", "1/3", "0.08"]
     assert main(["results", "--runs", str(tmp_path / "empty")]) == 0
     assert "no training runs" in capsys.readouterr().out
+
+
+def test_progress_reads_the_trainers_best_epoch_while_a_run_is_under_way(tmp_path):
+    # the trainer writes its early-stopping state into history.json after every epoch, not only at the end
+    from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.experiments.inventory import runs_progress
+    from nplm_edu.models.nplm import NPLM, NPLMConfig
+    from nplm_edu.training.trainer import TrainConfig, train
+
+    corpus = load_corpus("synthetic")
+    seen = []
+
+    def on_epoch(history):  # after each epoch's history.json is written: what --runs shows at that moment
+        (r,) = runs_progress(tmp_path)
+        seen.append((r["epochs"], r["best_epoch"], r["best_valid"], r["since_best"]))
+
+    model = NPLM(NPLMConfig(V=corpus.V, n=3, m=4, h=6, seed=0))
+    hist = train(model, corpus, TrainConfig(epochs=3, batch=64, lr=0.1, seed=0), out_dir=tmp_path / "run",
+                 quiet=True, on_epoch=on_epoch)
+    valid = [e["valid_ppl"] for e in hist["epochs"]]
+    want = []
+    for k in range(1, len(valid) + 1):
+        b = min(range(k), key=lambda i: valid[i])  # the first lowest of the epochs so far
+        want.append((k, b + 1, valid[b], k - b - 1))
+    assert seen == want
 
 
 def test_every_committed_results_file_is_traced_to_a_commit_of_this_repository():

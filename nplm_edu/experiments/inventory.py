@@ -107,8 +107,7 @@ def runs_progress(root) -> list[dict]:
     """Every training run under ``root`` (a folder holding ``history.json``, at any depth): its path,
     epochs done of at most how many, the best validation perplexity and its epoch, the epochs since
     then against the patience (early stopping), seconds trained, and when the history was last written.
-    A run's history.json records its best epoch only when the run ends, so it is found here from the
-    per-epoch validation perplexities (the first lowest, as the trainer keeps it)."""
+    The best epoch is the trainer's own (``best_epoch`` and ``best_valid_ppl``, written after every epoch)."""
     out = []
     for hist in sorted(Path(root).rglob("history.json")):
         try:
@@ -116,13 +115,11 @@ def runs_progress(root) -> list[dict]:
             epochs, train = h["epochs"], h.get("train", {})
         except (ValueError, KeyError, TypeError):
             continue  # not a run's history
-        valid = [e.get("valid_ppl") for e in epochs]
-        best = min((i for i, v in enumerate(valid) if v is not None), key=lambda i: valid[i], default=None)
+        best = h.get("best_epoch")
         out.append({"run": hist.parent.relative_to(root).as_posix(), "epochs": len(epochs),
                     "max_epochs": train.get("epochs"), "patience": train.get("patience"),
-                    "best_epoch": None if best is None else best + 1,
-                    "best_valid": None if best is None else valid[best],
-                    "since_best": None if best is None else len(epochs) - best - 1,
+                    "best_epoch": best, "best_valid": h.get("best_valid_ppl"),
+                    "since_best": None if best is None else len(epochs) - best,
                     "seconds": sum(e.get("seconds", 0.0) for e in epochs),
                     "updated": time.strftime("%Y-%m-%d %H:%M", time.gmtime(hist.stat().st_mtime))})
     return out

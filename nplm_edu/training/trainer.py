@@ -305,6 +305,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             entry["seconds"] = time.monotonic() - t_epoch
             entry.update(backend.epoch_extra())
             state.history.append(entry)
+            history.update(best_valid_ppl=state.best_valid, best_epoch=state.best_epoch)  # so far: read mid-run
             if not quiet and backend.writer:
                 v = f"  valid ppl {entry['valid_ppl']:8.2f}" if "valid_ppl" in entry else ""
                 on = " (dropout on)" if config.dropout_x or config.dropout_a else ""
