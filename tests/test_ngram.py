@@ -15,7 +15,7 @@ from nplm_edu.errors import UserError
 from nplm_edu.models.ngram import (ClassNgram, InterpolatedTrigram, KneserNey, MaximumLikelihood, NgramCounts,
                                    exchange_classes, modified_kn_discounts)
 from nplm_edu.models.ngram.classes import class_bigram_objective
-from nplm_edu.models.ngram.counts import group_keys, sort_groups
+from nplm_edu.models.ngram.counts import Workspace, group_keys, group_pairs, sort_groups
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +52,35 @@ def test_group_keys_is_np_unique():
     assert inv.dtype == cnt.dtype == np.int32
     first = np.unique(prefix * V + last, return_index=True)[1]
     assert np.array_equal(at, first)  # the first occurrence, as np.unique gives it
-    # without the inverse (the highest order needs none): the same keys, positions and counts
-    k2, at2, inv2, cnt2 = group_keys(prefix, last, V, inverse=False)
-    assert inv2 is None and np.array_equal(k2, keys) and np.array_equal(at2, at) and np.array_equal(cnt2, cnt)
+
+
+def test_group_pairs_sorts_like_prefix_and_last_word():
+    # the highest order from pairs of (k-1)-gram ids at t and t + 1: the same table as the keys
+    # prefix * |V| + last word would give, with no positions packed
+    ids = zipf_stream(20_000, 30, 4)
+    ng3 = NgramCounts(ids, 3, 30)  # trigrams from pairs of bigram ids
+    ref = ids[:-1].astype(np.int64) * 30 + ids[1:]  # bigram keys at every position ...
+    bigram = np.searchsorted(ng3.keys[2], ref)  # ... and their ids
+    tri = bigram[:-1] * 30 + ids[2:]  # trigram keys, prefix id * |V| + last word
+    keys, counts = np.unique(tri, return_counts=True)
+    assert np.array_equal(ng3.keys[3], keys) and np.array_equal(ng3.counts[3], counts)
+    prefix, suffix, cnt = group_pairs(bigram[:-1], bigram[1:], ng3.size(2))
+    assert np.array_equal(prefix * 30 + ng3.keys[2][suffix] % 30, keys) and np.array_equal(cnt, counts)
+    assert np.array_equal(suffix, ng3.suffix[3]) and suffix.dtype == cnt.dtype == np.int32
+
+
+def test_group_keys_in_a_workspace_equals_fresh_arrays():
+    # the work arrays reused by every order give what fresh arrays give; the inverse lands in inv_out
+    rng = np.random.default_rng(5)
+    L, V = 50_000, 11
+    prefix, last = rng.integers(0, 300, L).astype(np.int32), rng.integers(0, V, L)
+    ref = group_keys(prefix, last, V)
+    work = Workspace(L + 7)  # longer than the stream: its first L entries are used
+    work.key[:], work.perm[:], work.new[:] = -1, -1, False  # stale contents of an earlier order
+    got = group_keys(prefix, last, V, work=work, inv_out=work.ids_a[:L])
+    for r, g in zip(ref, got):
+        assert np.array_equal(r, g) and r.dtype == g.dtype
+    assert np.shares_memory(got[2], work.ids_a)
 
 
 @pytest.mark.parametrize("pack_bits", [63, 30, 24, 16])
@@ -64,10 +90,11 @@ def test_sort_groups_packed_bucketed_and_argsort(pack_bits):
     # 16 bits of buckets, the plain argsort
     rng = np.random.default_rng(pack_bits)
     key = rng.integers(0, 2 ** 20, 5000) * rng.integers(0, 2, 5000)  # many zeros: long runs of equal keys
-    perm, new, keys = sort_groups(key.copy(), 20, pack_bits)
-    assert np.array_equal(perm, np.argsort(key, kind="stable"))  # sorted by (key, position)
-    assert np.array_equal(keys, np.unique(key))
-    assert np.array_equal(np.flatnonzero(new), np.unique(np.sort(key), return_index=True)[1])
+    for buffers in ({}, {"perm": np.full(5000, -1), "new": np.zeros(5000, bool)}):  # fresh arrays, or given ones
+        perm, new, keys = sort_groups(key.copy(), 20, pack_bits, **buffers)
+        assert np.array_equal(perm, np.argsort(key, kind="stable"))  # sorted by (key, position)
+        assert np.array_equal(keys, np.unique(key))
+        assert np.array_equal(np.flatnonzero(new), np.unique(np.sort(key), return_index=True)[1])
 
 
 def all_models(ids, V, valid):

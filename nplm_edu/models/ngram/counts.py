@@ -11,8 +11,10 @@ memory, whatever the order. Looking up a batch of n-grams is one ``np.searchsort
 no Python loop per token or per n-gram anywhere.
 
 At scale (100 million tokens), :func:`group_keys` does ``np.unique``'s work with a sort of keys
-packed with their positions (:func:`sort_groups`) instead of an argsort, and ids and counts are
-int32: the tables of a 5-gram model of 80 million tokens take a few GiB, not tens.
+packed with their positions (:func:`sort_groups`) instead of an argsort, the highest order sorts
+pairs of lower-order ids with no positions at all (:func:`group_pairs`), every order reuses one set
+of work arrays (:class:`Workspace`), and ids and counts are int32: the tables of a 5-gram model of
+80 million tokens take a few GiB, not tens.
 """
 
 from __future__ import annotations
@@ -30,7 +32,25 @@ def check_ids(ids, V: int, what: str = "ids") -> np.ndarray:
     return ids
 
 
-def sort_groups(key: np.ndarray, key_bits: int, pack_bits: int = 63):
+class Workspace:
+    """The work arrays of one counting pass over L positions, allocated once and reused by every order.
+
+    At scale, fresh memory costs more than the arithmetic done in it: a new array of 80 million
+    entries is faulted in page by page, and writing it the first time took from 3 to over 30 times as
+    long as a second pass over it on the 2-core machine of this book's benchmarks (the operating
+    system's huge pages and the virtual machine decide which). :class:`NgramCounts` fills these same
+    buffers for orders 2..n instead of allocating a set per order. ``key`` and ``perm`` (int64), ``new`` (bool), ``ids_a`` and ``ids_b``
+    (``dtype``: the ids of the k-gram at each position, two so one order reads while the next is written).
+    """
+
+    def __init__(self, L: int, dtype=np.int32):
+        self.key, self.perm = np.empty(L, np.int64), np.empty(L, np.int64)
+        self.new = np.empty(L, bool)
+        self.ids_a, self.ids_b = np.empty(L, dtype), np.empty(L, dtype)
+
+
+def sort_groups(key: np.ndarray, key_bits: int, pack_bits: int = 63, perm: np.ndarray | None = None,
+                new: np.ndarray | None = None):
     """Sort ``key`` (L,) (non-negative int64 below 2**key_bits; overwritten) and group equal keys.
 
     Returns perm (L,) the positions in order of (key, position), new (L,) bool, True where a new
@@ -39,33 +59,43 @@ def sort_groups(key: np.ndarray, key_bits: int, pack_bits: int = 63):
     (vectorized, in place) runs many times faster than an argsort. When key and position need more
     than 63 bits, a radix pass (a stable argsort of 16-bit integers, linear) first groups the
     positions by the top bits of their key, and each group is packed and sorted on its own.
+    ``perm`` and ``new``: optional (L,) int64 and bool arrays to fill instead of allocating.
     ``pack_bits`` (63, the bits of a non-negative int64) is a parameter only for tests.
     """
     L = len(key)
+    new = np.empty(L, bool) if new is None else new
     pos_bits = max((L - 1).bit_length(), 1)
     extra = max(key_bits + pos_bits - pack_bits, 0)  # top key bits that do not fit beside the position
     if extra > 16:  # a corpus far beyond memory: plain argsort
         perm = np.argsort(key, kind="stable")
         key.sort()
-        new = np.empty(L, bool)
         new[0] = True
         np.not_equal(key[1:], key[:-1], out=new[1:])
         return perm, new, key[new]
     low_bits = key_bits - extra
+    buf = np.empty(L, np.int64) if perm is None else perm  # (L,) positions, or the packed keys of the radix pass
     if extra:
-        bucket = (key >> low_bits).astype(np.uint16)  # (L,)
+        bucket = np.right_shift(key, low_bits, out=buf).astype(np.uint8 if extra <= 8 else np.uint16)  # (L,)
         perm = np.argsort(bucket, kind="stable")  # (L,) radix sort: by bucket, positions ascending within
         edges = np.concatenate([[0], np.cumsum(np.bincount(bucket, minlength=1 << extra))])
         del bucket
     else:
-        perm, edges = np.arange(L), [0, L]
-    new, keys = np.empty(L, bool), []
+        perm = buf
+        new[:] = True  # positions 0..L-1 written into perm with no new array: a running count of True
+        np.cumsum(new, dtype=np.int64, out=perm)
+        perm -= 1
+        edges = [0, L]
+    keys = []
     for b in range(len(edges) - 1):
         lo, hi = int(edges[b]), int(edges[b + 1])
         if lo == hi:
             continue
         P = perm[lo:hi]  # (n,) a view: receives the positions in sorted order
-        packed = key[P] & ((1 << low_bits) - 1) if extra else key  # (n,) one group, or all keys in place
+        if extra:  # one group: the low bits of its keys, gathered into the free buffer
+            packed = np.take(key, P, out=buf[lo:hi])
+            packed &= (1 << low_bits) - 1
+        else:  # all keys, in place
+            packed = key
         packed <<= pos_bits
         packed |= P
         packed.sort()
@@ -74,35 +104,77 @@ def sort_groups(key: np.ndarray, key_bits: int, pack_bits: int = 63):
         nb = new[lo:hi]
         nb[0] = True
         np.not_equal(packed[1:], packed[:-1], out=nb[1:])
-        keys.append(packed[nb] | (b << low_bits))
-    return perm, new, np.concatenate(keys)
+        keys.append(packed[nb])
+        if extra:
+            keys[-1] |= b << low_bits
+    return perm, new, keys[0] if len(keys) == 1 else np.concatenate(keys)
 
 
 def group_keys(prefix_ids: np.ndarray, last: np.ndarray, V: int, n_prefixes: int | None = None,
-               dtype=np.int32, inverse: bool = True):
+               dtype=np.int32, work: Workspace | None = None, inv_out=None):
     """Distinct keys ``prefix_ids * V + last`` of a stream and, for each, one position and its count.
 
     What ``np.unique(key, return_index=True, return_inverse=True, return_counts=True)`` gives, with
     :func:`sort_groups` in place of its argsort: several times faster on large streams, and in
-    about half the memory. Returns keys (N,) int64 sorted, at (N,) the first position of each,
-    inverse (L,) the id of the key at every position (None with ``inverse=False``) and counts (N,), the
-    last three of ``dtype``. ``n_prefixes``: a bound on the prefix ids (default: their maximum + 1).
+    about half the memory. Returns keys (N,) int64 sorted, at (N,) int64 the first position of each,
+    inverse (L,) the id of the key at every position and counts (N,), the last two of ``dtype``. ``n_prefixes``: a bound on the prefix ids (default: their maximum + 1).
+    ``work``: a :class:`Workspace` of at least L positions whose ``key``, ``perm`` and ``new`` are used
+    instead of new arrays; ``inv_out``: an (L,) ``dtype`` array to receive the inverse.
     """
+    L = len(last)
     n_prefixes = int(prefix_ids.max()) + 1 if n_prefixes is None else n_prefixes
-    key = prefix_ids.astype(np.int64)  # (L,)
+    if work is None:
+        key, perm, new = prefix_ids.astype(np.int64), None, None  # (L,)
+    else:
+        key, perm, new = work.key[:L], work.perm[:L], work.new[:L]
+        key[:] = prefix_ids
     key *= V
     key += last
-    perm, new, keys = sort_groups(key, max((n_prefixes * V - 1).bit_length(), 1))
-    del key
+    perm, new, keys = sort_groups(key, max((n_prefixes * V - 1).bit_length(), 1), perm=perm, new=new)
     starts = np.flatnonzero(new)  # (N,)
-    counts = np.diff(starts, append=len(new)).astype(dtype)
-    if not inverse:  # the caller does not need it (the highest order): skip the scatter over every position
-        return keys, perm[starts].astype(dtype), None, counts
-    gid = np.cumsum(new, dtype=dtype)  # (L,) 1 + id of the key at each sorted position
+    counts = np.empty(len(starts), dtype)
+    np.subtract(starts[1:], starts[:-1], out=counts[:-1])
+    counts[-1] = L - starts[-1]
+    gid = key.view(np.int32 if dtype == np.int32 else np.int64)[:L] if work is not None else None
+    gid = np.cumsum(new, dtype=dtype, out=gid)  # (L,) 1 + id of the key at each sorted position
     gid -= 1
-    inv = np.empty(len(new), dtype)
-    inv[perm] = gid
-    return keys, perm[starts].astype(dtype), inv, counts
+    inv = np.empty(L, dtype) if inv_out is None else inv_out
+    inv[perm] = gid  # (L,) the scatter back to stream order
+    at = np.take(perm, starts, out=starts, mode="clip")  # (N,) in place of starts: each key's first position
+    return keys, at, inv, counts
+
+
+def group_pairs(prefix_ids: np.ndarray, suffix_ids: np.ndarray, n_ids: int, dtype=np.int32,
+                work: Workspace | None = None):
+    """Distinct pairs (prefix id, suffix id) of two id streams, sorted, with their counts: no positions.
+
+    The k-gram at position t is the (k-1)-gram at t (its prefix) followed by the last word of the
+    (k-1)-gram at t+1 (its suffix). For a fixed prefix the suffix's first k-2 words are fixed too, so
+    suffix ids rise with the last word (table k-1 is sorted by prefix, then last word): sorting the
+    pairs sorts the k-grams by (prefix, last word), as :func:`group_keys` does. A pair packs into
+    2 x bits(``n_ids``) <= 62 bits and needs no room for a position, so the highest order, which needs
+    no inverse, is one plain sort at any corpus size. Returns prefix (N,) int64, suffix (N,) and
+    counts (N,) of ``dtype``. ``n_ids``: a bound on both streams' ids.
+    """
+    L = len(prefix_ids)
+    bits = max((n_ids - 1).bit_length(), 1)
+    pair = np.empty(L, np.int64) if work is None else work.key[:L]  # (L,)
+    pair[:] = prefix_ids
+    pair <<= bits
+    pair |= suffix_ids
+    pair.sort()
+    new = np.empty(L, bool) if work is None else work.new[:L]
+    new[0] = True
+    np.not_equal(pair[1:], pair[:-1], out=new[1:])
+    starts = np.flatnonzero(new)  # (N,)
+    counts = np.empty(len(starts), dtype)
+    np.subtract(starts[1:], starts[:-1], out=counts[:-1])
+    counts[-1] = L - starts[-1]
+    del starts
+    prefix = pair[new]  # (N,) the packed pairs, then their prefixes
+    suffix = (prefix & ((1 << bits) - 1)).astype(dtype)
+    prefix >>= bits
+    return prefix, suffix, counts
 
 
 class NgramCounts:
@@ -133,14 +205,26 @@ class NgramCounts:
         self.counts = [np.array([L], idt), np.bincount(ids, minlength=V).astype(idt)]
         self.suffix = [np.zeros(1, idt), np.zeros(V, idt)]  # a word's suffix is the empty context
         ids = ids.astype(np.int32 if V < 2 ** 31 else np.int64)  # (L,)
+        work = Workspace(L, idt)  # one set of work arrays for all orders
         pos_id = ids  # id of the (k-1)-gram starting at each position  (L-k+2,)
-        for k in range(2, order + 1):  # keys: prefix id * |V| + last word, below size(k-1) * |V|
-            keys, at, inv, cnt = group_keys(pos_id[: L - k + 1], ids[k - 1:], V, self.size(k - 1), idt,
-                                            inverse=k < order)  # the highest order's ids are never read
+        for k in range(2, order):  # keys: prefix id * |V| + last word, below size(k-1) * |V|
+            keys, at, inv, cnt = group_keys(pos_id[: L - k + 1], ids[k - 1:], V, self.size(k - 1), idt, work,
+                                            inv_out=(work.ids_a if k % 2 else work.ids_b)[: L - k + 1])
             self.keys.append(keys)
             self.counts.append(cnt)
-            self.suffix.append(pos_id[at + 1])  # (N_k,) the (k-1)-gram one position later
+            at += 1
+            self.suffix.append(pos_id.take(at))  # (N_k,) the (k-1)-gram one position later
             pos_id = inv
+        if order > 1:  # the highest order needs no ids per position: pairs of (k-1)-gram ids, no positions
+            k = order
+            prefix, suffix, cnt = group_pairs(pos_id[: L - k + 1], pos_id[1: L - k + 2], self.size(k - 1), idt, work)
+            last = self.keys[k - 1].take(suffix)  # (N_k,) the suffix's key, then its last word
+            last %= V
+            prefix *= V
+            prefix += last
+            self.keys.append(prefix)
+            self.counts.append(cnt)
+            self.suffix.append(suffix)
 
     def size(self, k: int) -> int:
         """Number of distinct k-grams (1 for the empty context k = 0, |V| for k = 1)."""

@@ -52,14 +52,18 @@ class RecursiveNgram(LanguageModel):
                             f"order {self.order}, |V| = {self.V}")
         self.ngrams = ngrams if ngrams is not None else NgramCounts(train_ids, self.order, self.V)
         self.num, self.denom, self.gamma, self.D = [None], [None], [None], [None]
-        for k in range(1, self.order + 1):
+        for k in range(1, self.order + 1):  # in place where it can be: at scale each new array costs
             c = self.model_counts(k)  # (N_k,)
             D = np.concatenate([[0.0], self.model_discounts(k, c)])  # D[min(c, 3)], D[0] = 0
-            d = D[np.minimum(c, 3)]  # (N_k,)
+            d = D.take(np.minimum(c, 3))  # (N_k,)
+            num = c.astype(np.float64)  # (N_k,) c, then the discounted counts
+            del c
             prefix, n_ctx = self.ngrams.prefix(k), self.ngrams.size(k - 1)
-            self.num.append(np.maximum(c - d, 0.0))  # (N_k,) discounted counts
-            self.denom.append(np.bincount(prefix, weights=c, minlength=n_ctx))  # (N_{k-1},) c(h .)
+            self.denom.append(np.bincount(prefix, weights=num, minlength=n_ctx))  # (N_{k-1},) c(h .)
             self.gamma.append(np.bincount(prefix, weights=d, minlength=n_ctx))  # sum of discounts = gamma num.
+            del prefix
+            num -= d
+            self.num.append(np.maximum(num, 0.0, out=num))  # (N_k,) discounted counts
             self.D.append(D[1:])
         return self
 
@@ -175,7 +179,7 @@ class KneserNey(RecursiveNgram):
         of distinct (k+1)-grams whose last k words are (h w), i.e. of distinct words before them."""
         if k == self.order:
             return self.ngrams.counts[k]
-        return np.bincount(self.ngrams.suffix[k + 1], minlength=self.ngrams.size(k)).astype(np.int64)
+        return np.bincount(self.ngrams.suffix[k + 1], minlength=self.ngrams.size(k))  # int64
 
     def model_discounts(self, k, c):
         if self.fixed is not None:
