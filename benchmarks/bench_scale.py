@@ -230,7 +230,7 @@ def measure_size(tokens: int, a, tmp: Path, env: dict) -> dict:
 def median_run(runs: list[dict]) -> dict:
     """The runs of one step (fresh processes) as one: the median of each time, the largest peak memory."""
     out = dict(runs[-1])
-    for key, v in runs[0].items():
+    for key in runs[0]:
         if key.endswith("seconds"):
             out[key] = statistics.median(r[key] for r in runs)
         elif key.endswith("gib"):

@@ -32,6 +32,22 @@ def check_ids(ids, V: int, what: str = "ids") -> np.ndarray:
     return ids
 
 
+def mark_runs(sorted_values: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Fill ``new`` (L,) bool with True where a run of equal values starts in ``sorted_values`` (L,)."""
+    new[0] = True
+    np.not_equal(sorted_values[1:], sorted_values[:-1], out=new[1:])
+    return new
+
+
+def run_lengths(new: np.ndarray, dtype=np.int32):
+    """Starts (N,) int64 and lengths (N,) ``dtype`` of the runs that ``new`` (L,) bool marks."""
+    starts = np.flatnonzero(new)  # (N,)
+    lengths = np.empty(len(starts), dtype)
+    np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+    lengths[-1] = len(new) - starts[-1]
+    return starts, lengths
+
+
 class Workspace:
     """The work arrays of one counting pass over L positions, allocated once and reused by every order.
 
@@ -39,8 +55,9 @@ class Workspace:
     entries is faulted in page by page, and writing it the first time took from 3 to over 30 times as
     long as a second pass over it on the 2-core machine of this book's benchmarks (the operating
     system's huge pages and the virtual machine decide which). :class:`NgramCounts` fills these same
-    buffers for orders 2..n instead of allocating a set per order. ``key`` and ``perm`` (int64), ``new`` (bool), ``ids_a`` and ``ids_b``
-    (``dtype``: the ids of the k-gram at each position, two so one order reads while the next is written).
+    buffers for orders 2..n instead of allocating a set per order: ``key`` and ``perm`` (int64),
+    ``new`` (bool), and ``ids_a`` and ``ids_b`` (``dtype``), the ids of the k-gram at each position,
+    two so that one order reads while the next is written.
     """
 
     def __init__(self, L: int, dtype=np.int32):
@@ -57,7 +74,7 @@ def sort_groups(key: np.ndarray, key_bits: int, pack_bits: int = 63, perm: np.nd
     key starts in that order, and keys (N,) the distinct keys, sorted. Each key is packed with its
     position into one int64, ``key << pos_bits | position``, and numpy's sort of plain integers
     (vectorized, in place) runs many times faster than an argsort. When key and position need more
-    than 63 bits, a radix pass (a stable argsort of 16-bit integers, linear) first groups the
+    than 63 bits, a radix pass (a stable argsort of 8- or 16-bit integers, linear) first groups the
     positions by the top bits of their key, and each group is packed and sorted on its own.
     ``perm`` and ``new``: optional (L,) int64 and bool arrays to fill instead of allocating.
     ``pack_bits`` (63, the bits of a non-negative int64) is a parameter only for tests.
@@ -69,9 +86,7 @@ def sort_groups(key: np.ndarray, key_bits: int, pack_bits: int = 63, perm: np.nd
     if extra > 16:  # a corpus far beyond memory: plain argsort
         perm = np.argsort(key, kind="stable")
         key.sort()
-        new[0] = True
-        np.not_equal(key[1:], key[:-1], out=new[1:])
-        return perm, new, key[new]
+        return perm, mark_runs(key, new), key[new]
     low_bits = key_bits - extra
     buf = np.empty(L, np.int64) if perm is None else perm  # (L,) positions, or the packed keys of the radix pass
     if extra:
@@ -101,10 +116,7 @@ def sort_groups(key: np.ndarray, key_bits: int, pack_bits: int = 63, perm: np.nd
         packed.sort()
         np.bitwise_and(packed, (1 << pos_bits) - 1, out=P)
         packed >>= pos_bits  # the low bits of the keys, sorted
-        nb = new[lo:hi]
-        nb[0] = True
-        np.not_equal(packed[1:], packed[:-1], out=nb[1:])
-        keys.append(packed[nb])
+        keys.append(packed[mark_runs(packed, new[lo:hi])])
         if extra:
             keys[-1] |= b << low_bits
     return perm, new, keys[0] if len(keys) == 1 else np.concatenate(keys)
@@ -117,7 +129,8 @@ def group_keys(prefix_ids: np.ndarray, last: np.ndarray, V: int, n_prefixes: int
     What ``np.unique(key, return_index=True, return_inverse=True, return_counts=True)`` gives, with
     :func:`sort_groups` in place of its argsort: several times faster on large streams, and in
     about half the memory. Returns keys (N,) int64 sorted, at (N,) int64 the first position of each,
-    inverse (L,) the id of the key at every position and counts (N,), the last two of ``dtype``. ``n_prefixes``: a bound on the prefix ids (default: their maximum + 1).
+    inverse (L,) the id of the key at every position and counts (N,), the last two of ``dtype``.
+    ``n_prefixes``: a bound on the prefix ids (default: their maximum + 1).
     ``work``: a :class:`Workspace` of at least L positions whose ``key``, ``perm`` and ``new`` are used
     instead of new arrays; ``inv_out``: an (L,) ``dtype`` array to receive the inverse.
     """
@@ -131,11 +144,8 @@ def group_keys(prefix_ids: np.ndarray, last: np.ndarray, V: int, n_prefixes: int
     key *= V
     key += last
     perm, new, keys = sort_groups(key, max((n_prefixes * V - 1).bit_length(), 1), perm=perm, new=new)
-    starts = np.flatnonzero(new)  # (N,)
-    counts = np.empty(len(starts), dtype)
-    np.subtract(starts[1:], starts[:-1], out=counts[:-1])
-    counts[-1] = L - starts[-1]
-    gid = key.view(np.int32 if dtype == np.int32 else np.int64)[:L] if work is not None else None
+    starts, counts = run_lengths(new, dtype)
+    gid = key.view(dtype)[:L] if work is not None else None  # the keys are no longer needed
     gid = np.cumsum(new, dtype=dtype, out=gid)  # (L,) 1 + id of the key at each sorted position
     gid -= 1
     inv = np.empty(L, dtype) if inv_out is None else inv_out
@@ -163,14 +173,8 @@ def group_pairs(prefix_ids: np.ndarray, suffix_ids: np.ndarray, n_ids: int, dtyp
     pair <<= bits
     pair |= suffix_ids
     pair.sort()
-    new = np.empty(L, bool) if work is None else work.new[:L]
-    new[0] = True
-    np.not_equal(pair[1:], pair[:-1], out=new[1:])
-    starts = np.flatnonzero(new)  # (N,)
-    counts = np.empty(len(starts), dtype)
-    np.subtract(starts[1:], starts[:-1], out=counts[:-1])
-    counts[-1] = L - starts[-1]
-    del starts
+    new = mark_runs(pair, np.empty(L, bool) if work is None else work.new[:L])
+    counts = run_lengths(new, dtype)[1]
     prefix = pair[new]  # (N,) the packed pairs, then their prefixes
     suffix = (prefix & ((1 << bits) - 1)).astype(dtype)
     prefix >>= bits

@@ -52,7 +52,7 @@ class RecursiveNgram(LanguageModel):
                             f"order {self.order}, |V| = {self.V}")
         self.ngrams = ngrams if ngrams is not None else NgramCounts(train_ids, self.order, self.V)
         self.num, self.denom, self.gamma, self.D = [None], [None], [None], [None]
-        for k in range(1, self.order + 1):  # in place where it can be: at scale each new array costs
+        for k in range(1, self.order + 1):  # in place where it can be: at scale new arrays cost more than sums
             c = self.model_counts(k)  # (N_k,)
             D = np.concatenate([[0.0], self.model_discounts(k, c)])  # D[min(c, 3)], D[0] = 0
             d = D.take(np.minimum(c, 3))  # (N_k,)
