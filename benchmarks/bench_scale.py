@@ -17,8 +17,10 @@ RSS of that process alone), under an address-space cap of ``--mem-cap-gb`` (RLIM
              reader (vocabulary count, int32 ids) and the cache write
   read_cached the same command again: ids and vocabulary from the cache
   kn5        interpolated modified Kneser-Ney of order 5 (nplm_edu.models.ngram.KneserNey): fit on the
-             training split (80%), then score every token of the test split (10%); ``--repeats`` fresh
-             processes (3), the median of each time recorded and every run's CPU seconds listed
+             training split (80%), its CPU time split into user and system (page faults), then score
+             every token of the test split (10%); ``--repeats`` fresh processes (3), the median of each
+             time recorded and every run's CPU seconds listed. Also timed: one gather of all training
+             tokens in a random order (``np.take``, best of 3), the memory system's cost per access
   train      the NPLM (n 5, m 30, h 50, direct, batch 128) with :func:`nplm_edu.training.trainer.train` for
              ``--train-updates`` updates: examples/s, and the hours one epoch would take
 
@@ -91,6 +93,8 @@ def step_generate(out: str, tokens: int, seed: int) -> dict:
 
 
 def step_kn5(corpus: str, order: int) -> dict:
+    import numpy as np
+
     from nplm_edu.data.corpus import load_corpus
     from nplm_edu.models.ngram import KneserNey
 
@@ -98,15 +102,24 @@ def step_kn5(corpus: str, order: int) -> dict:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GiB
 
     c = load_corpus(corpus)
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, o0 = time.perf_counter(), time.process_time(), os.times()
     m = KneserNey(order, c.V).fit(c.train)
-    fit_s, fit_cpu, fit_peak = time.perf_counter() - t0, time.process_time() - c0, peak()
+    fit_s, fit_cpu, fit_peak, o1 = time.perf_counter() - t0, time.process_time() - c0, peak(), os.times()
+    gather = np.random.default_rng(0).permutation(len(c.train))  # the memory system alone: one gather
+    out = np.empty(len(c.train), c.train.dtype)  # of every training token in a random order, into memory
+    gather_s = []  # already written, best of 3 (the counting's gathers are of this kind)
+    for _ in range(3):
+        g0 = time.perf_counter()
+        np.take(c.train, gather, out=out)
+        gather_s.append(time.perf_counter() - g0)
     ngrams = [int(m.ngrams.size(k)) for k in range(1, order + 1)]
     ctx, tgt = c.windows("test", order)
     t1, c1 = time.perf_counter(), time.process_time()
     ppl = m.perplexity(ctx, tgt, batch=1 << 16)
     return {"train_tokens": int(len(c.train)), "test_tokens": int(len(tgt)), "V": c.V,
             "fit_seconds": fit_s, "fit_cpu_seconds": fit_cpu, "fit_peak_gib": fit_peak,
+            "fit_user_seconds": o1.user - o0.user, "fit_system_seconds": o1.system - o0.system,
+            "gather_seconds": min(gather_s),
             "score_seconds": time.perf_counter() - t1, "score_cpu_seconds": time.process_time() - c1,
             "test_perplexity": float(ppl), "ngram_types": ngrams}
 
@@ -201,15 +214,19 @@ def measure_size(tokens: int, a, tmp: Path, env: dict) -> dict:
     row["tokens"] = int(info.split(":", 1)[1].split("tokens")[0].replace(",", ""))
     runs = [run_step("kn5", a.mem_cap_gb, env, corpus=corpus, order=5) for _ in range(a.repeats)]
     k = median_run(runs)  # one fit of 0.2 s varies by half from process to process: the median of fresh ones
-    row["kn5"] = {**{key: round(k[key], 2) for key in ("fit_seconds", "fit_cpu_seconds", "score_seconds",
-                                                      "score_cpu_seconds")},
+    row["kn5"] = {**{key: round(k[key], 2) for key in ("fit_seconds", "fit_cpu_seconds", "fit_user_seconds",
+                                                      "fit_system_seconds", "score_seconds", "score_cpu_seconds")},
+                  "gather_seconds": round(k["gather_seconds"], 4),
                   "fit_peak_gib": round(k["fit_peak_gib"], 3), "peak_gib": k["peak_gib"],
                   "process_seconds": k["seconds"], "train_tokens": k["train_tokens"],
                   "test_tokens": k["test_tokens"], "V": k["V"], "test_perplexity": round(k["test_perplexity"], 2),
                   "ngram_types": k["ngram_types"], "repeats": len(runs),
                   "runs_fit_cpu_seconds": [round(r["fit_cpu_seconds"], 3) for r in runs],
+                  "runs_fit_user_seconds": [round(r["fit_user_seconds"], 3) for r in runs],
                   "runs_score_cpu_seconds": [round(r["score_cpu_seconds"], 3) for r in runs]}
-    print(f"kn5: fit {k['fit_seconds']:.1f} s ({k['fit_cpu_seconds']:.1f} CPU s, peak {k['fit_peak_gib']:.2f} GiB), "
+    print(f"kn5: fit {k['fit_seconds']:.1f} s ({k['fit_cpu_seconds']:.1f} CPU s: {k['fit_user_seconds']:.1f} user, "
+          f"{k['fit_system_seconds']:.1f} system; peak {k['fit_peak_gib']:.2f} GiB), "
+          f"random gather {1e9 * k['gather_seconds'] / k['train_tokens']:.1f} ns/token, "
           f"score {k['test_tokens']:,} test tokens {k['score_seconds']:.1f} s ({k['score_cpu_seconds']:.1f} CPU s), peak {k['peak_gib']:.2f} GiB, |V| {k['V']:,}, "
           f"perplexity {k['test_perplexity']:.1f}, n-gram types {k['ngram_types']}", flush=True)
     if a.train_updates:
@@ -270,6 +287,9 @@ def growth(rows: list[dict]) -> list[dict]:
         g = {"from": n1, "to": n2, "n_ratio": round(n2 / n1, 3), "n_log_n_ratio": round(bound, 3)}
         for key, get in (("read", lambda r: r["read"]["cpu_seconds"]),
                          ("kn5_fit", lambda r: r["kn5"]["fit_cpu_seconds"]),
+                         ("kn5_fit_user", lambda r: r["kn5"]["fit_user_seconds"]),
+                         ("kn5_fit_system", lambda r: r["kn5"]["fit_system_seconds"]),
+                         ("gather", lambda r: r["kn5"]["gather_seconds"]),
                          ("kn5_score", lambda r: r["kn5"]["score_cpu_seconds"]),
                          ("read_memory", lambda r: r["read"]["peak_gib"]),
                          ("kn5_memory", lambda r: r["kn5"]["fit_peak_gib"])):

@@ -15,7 +15,7 @@ from nplm_edu.errors import UserError
 from nplm_edu.models.ngram import (ClassNgram, InterpolatedTrigram, KneserNey, MaximumLikelihood, NgramCounts,
                                    exchange_classes, modified_kn_discounts)
 from nplm_edu.models.ngram.classes import class_bigram_objective
-from nplm_edu.models.ngram.counts import Workspace, group_keys, group_pairs, sort_groups
+from nplm_edu.models.ngram.counts import word_order
 
 
 @pytest.fixture(scope="module")
@@ -41,60 +41,52 @@ def test_counts_match_a_counter():
     assert ng.find(np.array([[38, 39, 38]])).tolist() == [-1]  # ids never seen
 
 
-def test_group_keys_is_np_unique():
-    rng = np.random.default_rng(3)
-    prefix, last, V = rng.integers(0, 50, 20_000), rng.integers(0, 7, 20_000), 7
-    keys, at, inv, cnt = group_keys(prefix, last, V)
-    ref, ref_inv, ref_cnt = np.unique(prefix * V + last, return_inverse=True, return_counts=True)
-    assert np.array_equal(keys, ref) and np.array_equal(inv, ref_inv) and np.array_equal(cnt, ref_cnt)
-    assert np.array_equal(keys[inv], prefix * V + last)  # every position maps to its own key
-    assert np.array_equal((prefix * V + last)[at], keys)  # and each key to one of its positions
-    assert inv.dtype == cnt.dtype == np.int32
-    first = np.unique(prefix * V + last, return_index=True)[1]
-    assert np.array_equal(at, first)  # the first occurrence, as np.unique gives it
+def unique_reference(ids, order, V):
+    """keys, counts and suffix links of every order the slow way: np.unique of each order's keys."""
+    keys, counts, suffix = [np.arange(V)], [np.bincount(ids, minlength=V)], [np.zeros(V, int)]
+    at = ids.astype(np.int64)  # id of the k-gram at each position, k = 1
+    for k in range(2, order + 1):
+        L = len(ids) - k + 1
+        key = at[:L] * V + ids[k - 1:]  # prefix id * |V| + last word
+        u, inv, c = np.unique(key, return_inverse=True, return_counts=True)
+        first_at = np.unique(inv, return_index=True)[1]  # one position of each k-gram
+        keys.append(u), counts.append(c), suffix.append(at[first_at + 1])  # the (k-1)-gram one later
+        at = inv
+    return keys, counts, suffix
 
 
-def test_group_pairs_sorts_like_prefix_and_last_word():
-    # the highest order from pairs of (k-1)-gram ids at t and t + 1: the same table as the keys
-    # prefix * |V| + last word would give, with no positions packed
-    ids = zipf_stream(20_000, 30, 4)
-    ng3 = NgramCounts(ids, 3, 30)  # trigrams from pairs of bigram ids
-    ref = ids[:-1].astype(np.int64) * 30 + ids[1:]  # bigram keys at every position ...
-    bigram = np.searchsorted(ng3.keys[2], ref)  # ... and their ids
-    tri = bigram[:-1] * 30 + ids[2:]  # trigram keys, prefix id * |V| + last word
-    keys, counts = np.unique(tri, return_counts=True)
-    assert np.array_equal(ng3.keys[3], keys) and np.array_equal(ng3.counts[3], counts)
-    prefix, suffix, cnt = group_pairs(bigram[:-1], bigram[1:], ng3.size(2))
-    assert np.array_equal(prefix * 30 + ng3.keys[2][suffix] % 30, keys) and np.array_equal(cnt, counts)
-    assert np.array_equal(suffix, ng3.suffix[3]) and suffix.dtype == cnt.dtype == np.int32
+@pytest.mark.parametrize("L,V,seed", [(1, 3, 0), (6, 2, 1), (40, 3, 2), (3000, 50, 3), (5000, 70_000, 4)])
+def test_radix_counting_equals_np_unique(L, V, seed):
+    # the radix construction (sort by the first word, stably, after the rest) gives the tables
+    # np.unique gives order by order; V = 70,000 takes two 16-bit digits per word
+    rng = np.random.default_rng(seed)
+    for ids in (rng.integers(0, V, L), (rng.zipf(1.4, L) - 1) % V):
+        for order in range(1, min(L, 5) + 1):
+            ng = NgramCounts(ids, order, V)
+            keys, counts, suffix = unique_reference(ids, order, V)
+            for k in range(1, order + 1):
+                assert np.array_equal(ng.keys[k], keys[k - 1]) and np.array_equal(ng.counts[k], counts[k - 1])
+                if k > 1:
+                    assert np.array_equal(ng.suffix[k], suffix[k - 1])
+                assert ng.counts[k].dtype == ng.suffix[k].dtype == np.int32
 
 
-def test_group_keys_in_a_workspace_equals_fresh_arrays():
-    # the work arrays reused by every order give what fresh arrays give; the inverse lands in inv_out
-    rng = np.random.default_rng(5)
-    L, V = 50_000, 11
-    prefix, last = rng.integers(0, 300, L).astype(np.int32), rng.integers(0, V, L)
-    ref = group_keys(prefix, last, V)
-    work = Workspace(L + 7)  # longer than the stream: its first L entries are used
-    work.key[:], work.perm[:], work.new[:] = -1, -1, False  # stale contents of an earlier order
-    got = group_keys(prefix, last, V, work=work, inv_out=work.ids_a[:L])
-    for r, g in zip(ref, got):
-        assert np.array_equal(r, g) and r.dtype == g.dtype
-    assert np.shares_memory(got[2], work.ids_a)
+def test_the_last_ngram_without_a_successor_is_no_prefix():
+    # "a b a b c": the bigram (b c) occurs only at the end, so no trigram has it as prefix; the
+    # trigram table must still use the bigram ids of table 2, (a b) = 0, (b a) = 1, (b c) = 2
+    ng = NgramCounts(np.array([0, 1, 0, 1, 2]), 3, 3)
+    assert ng.keys[2].tolist() == [0 * 3 + 1, 1 * 3 + 0, 1 * 3 + 2]
+    assert ng.keys[3].tolist() == [0 * 3 + 0, 0 * 3 + 2, 1 * 3 + 1]  # (a b a), (a b c), (b a b)
+    assert ng.find(np.array([[1, 0, 1], [0, 1, 2]])).tolist() == [2, 1]
+    ng = NgramCounts(np.array([2, 1, 0, 1, 0, 1]), 3, 3)  # the last bigram (0 1) occurs before too
+    assert ng.counts[3][ng.find(np.array([[1, 0, 1]]))].tolist() == [2]
 
 
-@pytest.mark.parametrize("pack_bits", [63, 30, 24, 16])
-def test_sort_groups_packed_bucketed_and_argsort(pack_bits):
-    # keys of 20 bits, positions of 13: with 63 bits, key and position packed in one int64 (no
-    # bucket); 30, 24: 2**3 and 2**9 buckets by the top key bits, each packed alone; 16: more than
-    # 16 bits of buckets, the plain argsort
-    rng = np.random.default_rng(pack_bits)
-    key = rng.integers(0, 2 ** 20, 5000) * rng.integers(0, 2, 5000)  # many zeros: long runs of equal keys
-    for buffers in ({}, {"perm": np.full(5000, -1), "new": np.zeros(5000, bool)}):  # fresh arrays, or given ones
-        perm, new, keys = sort_groups(key.copy(), 20, pack_bits, **buffers)
-        assert np.array_equal(perm, np.argsort(key, kind="stable"))  # sorted by (key, position)
-        assert np.array_equal(keys, np.unique(key))
-        assert np.array_equal(np.flatnonzero(new), np.unique(np.sort(key), return_index=True)[1])
+@pytest.mark.parametrize("V", [2, 300, 2 ** 16, 2 ** 16 + 1, 5_000_000])
+def test_word_order_is_a_stable_argsort(V):
+    rng = np.random.default_rng(V)
+    words = rng.integers(0, V, 20_000) * rng.integers(0, 2, 20_000)  # many zeros: long runs of ties
+    assert np.array_equal(word_order(words.astype(np.int32), V), np.argsort(words, kind="stable"))
 
 
 def all_models(ids, V, valid):

@@ -1,20 +1,21 @@
 """Counting every n-gram of a token stream at once, with numpy: a trie of packed integer keys.
 
 An n-gram of order k is one integer: the id of its first k-1 words (its *prefix*, an n-gram of
-order k-1) times |V|, plus its last word. Sorting those keys and keeping the unique ones
-(``np.unique``) gives the table of order k: the position of a key in the sorted table is the id
-of that k-gram, which becomes the prefix of the (k+1)-grams. Order 1 is the identity (the id of
-word w is w) and the empty context has id 0, so the keys of order 1 are just 0 * |V| + w.
+order k-1) times |V|, plus its last word. The table of order k holds the distinct keys, sorted:
+the position of a key in it is the id of that k-gram, which becomes the prefix of the
+(k+1)-grams. Order 1 is the identity (the id of word w is w) and the empty context has id 0, so
+the keys of order 1 are just 0 * |V| + w. Sorted keys put the k-grams in the lexicographic order
+of their words. Keys stay below (number of (k-1)-grams + 1) * |V|, which fits int64 for any
+corpus that fits in memory. Looking up a batch of n-grams is one ``np.searchsorted`` per word: no
+Python loop per token or per n-gram anywhere.
 
-Keys stay below (number of (k-1)-grams + 1) * |V|, which fits int64 for any corpus that fits in
-memory, whatever the order. Looking up a batch of n-grams is one ``np.searchsorted`` per word:
-no Python loop per token or per n-gram anywhere.
-
-At scale (100 million tokens), :func:`group_keys` does ``np.unique``'s work with a sort of keys
-packed with their positions (:func:`sort_groups`) instead of an argsort, the highest order sorts
-pairs of lower-order ids with no positions at all (:func:`group_pairs`), every order reuses one set
-of work arrays (:class:`Workspace`), and ids and counts are int32: the tables of a 5-gram model of
-80 million tokens take a few GiB, not tens.
+Building the tables needs no comparison sort at all. The k-gram at position t is the word at t
+followed by the (k-1)-gram at t + 1. Given the positions sorted by their (k-1)-gram, shift each
+back by one and sort *stably* by the word found there: positions end up sorted by (first word,
+rest), which is the k-grams' order. That is a least-significant-digit radix sort, one word per
+order, and sorting by a word (an integer below |V|) is numpy's radix sort of 16-bit digits
+(:func:`word_order`): linear in the number of tokens. Ids and counts are int32: the tables of a
+5-gram model of 80 million tokens take a few GiB.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UserError
+from .memory import retained_memory
 
 
 def check_ids(ids, V: int, what: str = "ids") -> np.ndarray:
@@ -48,137 +50,19 @@ def run_lengths(new: np.ndarray, dtype=np.int32):
     return starts, lengths
 
 
-class Workspace:
-    """The work arrays of one counting pass over L positions, allocated once and reused by every order.
+def word_order(words: np.ndarray, V: int) -> np.ndarray:
+    """Stable argsort (L,) int64 of ``words`` (L,), integers in 0..V-1: a radix sort, linear in L.
 
-    At scale, fresh memory costs more than the arithmetic done in it: a new array of 80 million
-    entries is faulted in page by page, and writing it the first time took from 3 to over 30 times as
-    long as a second pass over it on the 2-core machine of this book's benchmarks (the operating
-    system's huge pages and the virtual machine decide which). :class:`NgramCounts` fills these same
-    buffers for orders 2..n instead of allocating a set per order: ``key`` and ``perm`` (int64),
-    ``new`` (bool), and ``ids_a`` and ``ids_b`` (``dtype``), the ids of the k-gram at each position,
-    two so that one order reads while the next is written.
+    numpy sorts 16-bit integers by radix (``kind="stable"``); wider vocabularies take one pass per
+    16-bit digit, least significant first, each stable, so ties keep their order throughout.
     """
-
-    def __init__(self, L: int, dtype=np.int32):
-        self.key, self.perm = np.empty(L, np.int64), np.empty(L, np.int64)
-        self.new = np.empty(L, bool)
-        self.ids_a, self.ids_b = np.empty(L, dtype), np.empty(L, dtype)
-
-
-def sort_groups(key: np.ndarray, key_bits: int, pack_bits: int = 63, perm: np.ndarray | None = None,
-                new: np.ndarray | None = None):
-    """Sort ``key`` (L,) (non-negative int64 below 2**key_bits; overwritten) and group equal keys.
-
-    Returns perm (L,) the positions in order of (key, position), new (L,) bool, True where a new
-    key starts in that order, and keys (N,) the distinct keys, sorted. Each key is packed with its
-    position into one int64, ``key << pos_bits | position``, and numpy's sort of plain integers
-    (vectorized, in place) runs many times faster than an argsort. When key and position need more
-    than 63 bits, a radix pass (a stable argsort of 8- or 16-bit integers, linear) first groups the
-    positions by the top bits of their key, and each group is packed and sorted on its own.
-    ``perm`` and ``new``: optional (L,) int64 and bool arrays to fill instead of allocating.
-    ``pack_bits`` (63, the bits of a non-negative int64) is a parameter only for tests.
-    """
-    L = len(key)
-    new = np.empty(L, bool) if new is None else new
-    pos_bits = max((L - 1).bit_length(), 1)
-    extra = max(key_bits + pos_bits - pack_bits, 0)  # top key bits that do not fit beside the position
-    if extra > 16:  # a corpus far beyond memory: plain argsort
-        perm = np.argsort(key, kind="stable")
-        key.sort()
-        return perm, mark_runs(key, new), key[new]
-    low_bits = key_bits - extra
-    buf = np.empty(L, np.int64) if perm is None else perm  # (L,) positions, or the packed keys of the radix pass
-    if extra:
-        bucket = np.right_shift(key, low_bits, out=buf).astype(np.uint8 if extra <= 8 else np.uint16)  # (L,)
-        perm = np.argsort(bucket, kind="stable")  # (L,) radix sort: by bucket, positions ascending within
-        edges = np.concatenate([[0], np.cumsum(np.bincount(bucket, minlength=1 << extra))])
-        del bucket
-    else:
-        perm = buf
-        new[:] = True  # positions 0..L-1 written into perm with no new array: a running count of True
-        np.cumsum(new, dtype=np.int64, out=perm)
-        perm -= 1
-        edges = [0, L]
-    keys = []
-    for b in range(len(edges) - 1):
-        lo, hi = int(edges[b]), int(edges[b + 1])
-        if lo == hi:
-            continue
-        P = perm[lo:hi]  # (n,) a view: receives the positions in sorted order
-        if extra:  # one group: the low bits of its keys, gathered into the free buffer
-            packed = np.take(key, P, out=buf[lo:hi])
-            packed &= (1 << low_bits) - 1
-        else:  # all keys, in place
-            packed = key
-        packed <<= pos_bits
-        packed |= P
-        packed.sort()
-        np.bitwise_and(packed, (1 << pos_bits) - 1, out=P)
-        packed >>= pos_bits  # the low bits of the keys, sorted
-        keys.append(packed[mark_runs(packed, new[lo:hi])])
-        if extra:
-            keys[-1] |= b << low_bits
-    return perm, new, keys[0] if len(keys) == 1 else np.concatenate(keys)
-
-
-def group_keys(prefix_ids: np.ndarray, last: np.ndarray, V: int, n_prefixes: int | None = None,
-               dtype=np.int32, work: Workspace | None = None, inv_out=None):
-    """Distinct keys ``prefix_ids * V + last`` of a stream and, for each, one position and its count.
-
-    What ``np.unique(key, return_index=True, return_inverse=True, return_counts=True)`` gives, with
-    :func:`sort_groups` in place of its argsort: several times faster on large streams, and in
-    about half the memory. Returns keys (N,) int64 sorted, at (N,) int64 the first position of each,
-    inverse (L,) the id of the key at every position and counts (N,), the last two of ``dtype``.
-    ``n_prefixes``: a bound on the prefix ids (default: their maximum + 1).
-    ``work``: a :class:`Workspace` of at least L positions whose ``key``, ``perm`` and ``new`` are used
-    instead of new arrays; ``inv_out``: an (L,) ``dtype`` array to receive the inverse.
-    """
-    L = len(last)
-    n_prefixes = int(prefix_ids.max()) + 1 if n_prefixes is None else n_prefixes
-    if work is None:
-        key, perm, new = prefix_ids.astype(np.int64), None, None  # (L,)
-    else:
-        key, perm, new = work.key[:L], work.perm[:L], work.new[:L]
-        key[:] = prefix_ids
-    key *= V
-    key += last
-    perm, new, keys = sort_groups(key, max((n_prefixes * V - 1).bit_length(), 1), perm=perm, new=new)
-    starts, counts = run_lengths(new, dtype)
-    gid = key.view(dtype)[:L] if work is not None else None  # the keys are no longer needed
-    gid = np.cumsum(new, dtype=dtype, out=gid)  # (L,) 1 + id of the key at each sorted position
-    gid -= 1
-    inv = np.empty(L, dtype) if inv_out is None else inv_out
-    inv[perm] = gid  # (L,) the scatter back to stream order
-    at = np.take(perm, starts, out=starts, mode="clip")  # (N,) in place of starts: each key's first position
-    return keys, at, inv, counts
-
-
-def group_pairs(prefix_ids: np.ndarray, suffix_ids: np.ndarray, n_ids: int, dtype=np.int32,
-                work: Workspace | None = None):
-    """Distinct pairs (prefix id, suffix id) of two id streams, sorted, with their counts: no positions.
-
-    The k-gram at position t is the (k-1)-gram at t (its prefix) followed by the last word of the
-    (k-1)-gram at t+1 (its suffix). For a fixed prefix the suffix's first k-2 words are fixed too, so
-    suffix ids rise with the last word (table k-1 is sorted by prefix, then last word): sorting the
-    pairs sorts the k-grams by (prefix, last word), as :func:`group_keys` does. A pair packs into
-    2 x bits(``n_ids``) <= 62 bits and needs no room for a position, so the highest order, which needs
-    no inverse, is one plain sort at any corpus size. Returns prefix (N,) int64, suffix (N,) and
-    counts (N,) of ``dtype``. ``n_ids``: a bound on both streams' ids.
-    """
-    L = len(prefix_ids)
-    bits = max((n_ids - 1).bit_length(), 1)
-    pair = np.empty(L, np.int64) if work is None else work.key[:L]  # (L,)
-    pair[:] = prefix_ids
-    pair <<= bits
-    pair |= suffix_ids
-    pair.sort()
-    new = mark_runs(pair, np.empty(L, bool) if work is None else work.new[:L])
-    counts = run_lengths(new, dtype)[1]
-    prefix = pair[new]  # (N,) the packed pairs, then their prefixes
-    suffix = (prefix & ((1 << bits) - 1)).astype(dtype)
-    prefix >>= bits
-    return prefix, suffix, counts
+    order = None
+    for shift in range(0, max((V - 1).bit_length(), 1), 16):
+        digit = words if order is None else words.take(order)
+        digit = (digit >> shift).astype(np.uint16)  # (L,) this digit of every word, wrapped to 16 bits
+        step = np.argsort(digit, kind="stable")  # (L,)
+        order = step if order is None else order.take(step)
+    return order
 
 
 class NgramCounts:
@@ -204,31 +88,73 @@ class NgramCounts:
         if float(L + 1) * V >= 2.0 ** 62:
             raise UserError(f"corpus too large to pack: {L} tokens x |V| = {V} overflows int64 keys")
         self.order, self.V, self.T = order, V, L
-        idt = np.int32 if L < 2 ** 31 else np.int64  # n-gram ids and counts
+        idt = np.int32 if L < 2 ** 31 else np.int64  # positions, n-gram ids and counts
         self.keys = [np.zeros(1, np.int64), np.arange(V, dtype=np.int64)]
         self.counts = [np.array([L], idt), np.bincount(ids, minlength=V).astype(idt)]
         self.suffix = [np.zeros(1, idt), np.zeros(V, idt)]  # a word's suffix is the empty context
-        ids = ids.astype(np.int32 if V < 2 ** 31 else np.int64)  # (L,)
-        work = Workspace(L, idt)  # one set of work arrays for all orders
-        pos_id = ids  # id of the (k-1)-gram starting at each position  (L-k+2,)
-        for k in range(2, order):  # keys: prefix id * |V| + last word, below size(k-1) * |V|
-            keys, at, inv, cnt = group_keys(pos_id[: L - k + 1], ids[k - 1:], V, self.size(k - 1), idt, work,
-                                            inv_out=(work.ids_a if k % 2 else work.ids_b)[: L - k + 1])
-            self.keys.append(keys)
-            self.counts.append(cnt)
-            at += 1
-            self.suffix.append(pos_id.take(at))  # (N_k,) the (k-1)-gram one position later
-            pos_id = inv
-        if order > 1:  # the highest order needs no ids per position: pairs of (k-1)-gram ids, no positions
-            k = order
-            prefix, suffix, cnt = group_pairs(pos_id[: L - k + 1], pos_id[1: L - k + 2], self.size(k - 1), idt, work)
-            last = self.keys[k - 1].take(suffix)  # (N_k,) the suffix's key, then its last word
-            last %= V
-            prefix *= V
-            prefix += last
-            self.keys.append(prefix)
-            self.counts.append(cnt)
-            self.suffix.append(suffix)
+        with retained_memory():  # the temporaries of one order reuse the pages of the order before
+            self._count(ids.astype(np.int32 if V < 2 ** 31 else np.int64), idt)
+
+    def _count(self, ids: np.ndarray, idt) -> None:
+        """Orders 2..n of ``ids`` (L,), each from the one below it (:meth:`_add_order`)."""
+        L = len(ids)
+        # work arrays, allocated once for every order: at scale, writing fresh memory costs more than
+        # the arithmetic done in it. Two of each so that one is read while the other is written.
+        work = {"pos": [np.empty(L, idt), np.empty(L, idt)], "gid": [np.empty(L, idt), np.empty(L, idt)],
+                "first": [np.empty(L, ids.dtype), np.empty(L, ids.dtype)], "new": np.empty(L, bool)}
+        pos, gid = work["pos"][0], work["gid"][0]  # (L,)
+        pos[:] = word_order(ids, self.V)  # positions sorted by their word (order 1) ...
+        np.take(ids, pos, out=gid)  # ... and the word there: its id in table 1, nondecreasing
+        for k in range(2, self.order + 1):
+            pos, gid = self._add_order(k, ids, pos, gid, work, need_ids=k < self.order)
+
+    def _add_order(self, k: int, ids: np.ndarray, pos: np.ndarray, gid: np.ndarray, work: dict,
+                   need_ids: bool):
+        """Table k from ``pos`` (L-k+2,), the positions sorted by their (k-1)-gram, and ``gid``, the id
+        of that (k-1)-gram; returns the same two for order k (None, None unless ``need_ids``). Writes
+        into ``pos`` and into the arrays of ``work`` that ``pos`` and ``gid`` are not."""
+        V, L, m = self.V, self.T, len(pos)
+        spare = next(b for b in work["pos"] if not np.shares_memory(b, pos))
+        # table k-1 also holds the (k-1)-gram at the last position, which no word follows
+        last_gram = int(gid[np.flatnonzero(pos == L - k + 1)[0]])
+        zero = int(np.flatnonzero(pos == 0)[0])  # and one no word precedes
+        pos -= 1  # the k-grams at t = (k-1)-gram position - 1, sorted by all their words but the first
+        first = np.take(ids, pos, out=work["first"][0][:m], mode="wrap")  # (m,) the k-gram's first word
+        first[zero] = V  # at t = -1 there is no k-gram: a word after every word, sorted last, dropped
+        by_first = word_order(first, V + 1)[: m - 1]  # (L-k+1,) stable: equal first words stay in suffix order
+        start = np.take(pos, by_first, out=spare[: m - 1])  # (L-k+1,) the k-grams' positions, sorted
+        suf = np.take(gid, by_first, out=work["gid"][1][: m - 1])  # (L-k+1,) each one's suffix, in table k-1
+        first = np.take(first, by_first, out=work["first"][1][: m - 1])  # (L-k+1,) and first word
+        del by_first
+        new = mark_runs(first, work["new"][: m - 1])  # (L-k+1,) a new k-gram starts where the first
+        new[1:] |= suf[1:] != suf[:-1]  # word or the suffix changes
+        starts, counts = run_lengths(new, gid.dtype)  # (N_k,)
+        suffix = suf.take(starts)  # (N_k,)
+        key = self.keys[k - 1].take(suffix)  # (N_k,) each suffix's key ...
+        last = key % V  # ... ends with the k-gram's last word
+        first = first.take(starts)  # (N_k,)
+        del starts
+        if k == 2:  # the prefix is the first word, its own id in table 1
+            prefix = first.astype(np.int64)  # (N_k,)
+        else:  # table k is sorted by prefix: its id rises by one where the first word or the suffix's
+            key //= V  # own prefix (its first k-2 words, an id in table k-2) changes
+            pnew = mark_runs(key, np.empty(len(key), bool))  # (N_k,)
+            pnew[1:] |= first[1:] != first[:-1]
+            prefix = np.cumsum(pnew, dtype=np.int64)  # (N_k,)
+            prefix -= 1
+            if self.counts[k - 1][last_gram] == 1:  # the last (k-1)-gram occurs only there: it is no
+                prefix[prefix >= last_gram] += 1  # k-gram's prefix, and the ids from it on move up by one
+        del first, key
+        prefix *= V
+        prefix += last  # (N_k,) the keys, sorted
+        self.keys.append(prefix)
+        self.counts.append(counts)
+        self.suffix.append(suffix)
+        if not need_ids:
+            return None, None
+        gid = np.cumsum(new, dtype=gid.dtype, out=gid[: m - 1])  # (L-k+1,) id of the k-gram at each
+        gid -= 1  # sorted position
+        return start, gid
 
     def size(self, k: int) -> int:
         """Number of distinct k-grams (1 for the empty context k = 0, |V| for k = 1)."""

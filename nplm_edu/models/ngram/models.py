@@ -26,6 +26,7 @@ import numpy as np
 from ...errors import UserError
 from ..lm import LanguageModel
 from .counts import NgramCounts, check_ids
+from .memory import retained_memory
 
 
 class RecursiveNgram(LanguageModel):
@@ -50,7 +51,13 @@ class RecursiveNgram(LanguageModel):
         if ngrams is not None and (ngrams.order < self.order or ngrams.V != self.V):
             raise UserError(f"counts of order {ngrams.order}, |V| = {ngrams.V} cannot serve a model of "
                             f"order {self.order}, |V| = {self.V}")
-        self.ngrams = ngrams if ngrams is not None else NgramCounts(train_ids, self.order, self.V)
+        with retained_memory():  # one pool of pages for counting and every order's sums
+            self.ngrams = ngrams if ngrams is not None else NgramCounts(train_ids, self.order, self.V)
+            self._precompute()
+        return self
+
+    def _precompute(self) -> None:
+        """Per order: the discounted numerators, and each context's c(h .) and gamma(h) numerator."""
         self.num, self.denom, self.gamma, self.D = [None], [None], [None], [None]
         for k in range(1, self.order + 1):  # in place where it can be: at scale new arrays cost more than sums
             c = self.model_counts(k)  # (N_k,)
@@ -65,7 +72,6 @@ class RecursiveNgram(LanguageModel):
             num -= d
             self.num.append(np.maximum(num, 0.0, out=num))  # (N_k,) discounted counts
             self.D.append(D[1:])
-        return self
 
     def _check(self, contexts, targets=None):
         if self.ngrams is None:
