@@ -293,7 +293,10 @@ def growth(rows: list[dict]) -> list[dict]:
                          ("kn5_score", lambda r: r["kn5"]["score_cpu_seconds"]),
                          ("read_memory", lambda r: r["read"]["peak_gib"]),
                          ("kn5_memory", lambda r: r["kn5"]["fit_peak_gib"])):
-            g[key] = round(get(r2) / get(r1), 3)
+            try:
+                g[key] = round(get(r2) / get(r1), 3)
+            except KeyError:  # a row measured by an earlier version of this script
+                pass
         out.append(g)
     return out
 
