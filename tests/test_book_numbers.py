@@ -65,6 +65,11 @@ def kn5(R):
     return R("ngrams/rows[model=kn,order=5]/test")
 
 
+def gather_ns(R, tokens):  # one random gather of the training tokens at one corpus size, ns per token
+    kn = R(f"scale/rows[tokens_nominal={tokens}]/kn5")
+    return 1e9 * kn["gather_seconds"] / kn["train_tokens"]
+
+
 def single(R, row):  # a network alone, test perplexity
     return R(f"table1/rows/{row}/test")
 
@@ -152,6 +157,11 @@ FIGURES = [
     # chapter 3: our Kneser-Ney beside KenLM's
     ("03_ngrams", rf"against our {N} and [\d.]+; the small gap", "ngrams/rows[model=kn,order=3]/test", ".1f"),
     ("03_ngrams", rf"against our [\d.]+ and {N}; the small gap", kn5, ".1f"),
+    ("03_ngrams", rf"100 million tokens the fit's CPU time grows x{N}, less than n log n",
+     "scale/growth[from=9999999]/kn5_fit", ".1f"),
+    ("03_ngrams", rf"random order costs {N} nanoseconds per token", lambda R: gather_ns(R, 1_000_000), ".1f"),
+    ("03_ngrams", rf"the very same gather costs {N} times as much",
+     lambda R: gather_ns(R, 10_000_000) / gather_ns(R, 1_000_000), ".1f"),
     # chapter 6: perplexity and bits
     ("06_training", rf"Kneser-Ney 5-gram's test perplexity of {N}", kn5, ".1f"),
     ("06_training", rf"\) is {N} bits per token\. A 10%", lambda R: math.log2(kn5(R)), ".2f"),
