@@ -59,7 +59,7 @@ def word_order(words: np.ndarray, V: int) -> np.ndarray:
     order = None
     for shift in range(0, max((V - 1).bit_length(), 1), 16):
         digit = words if order is None else words.take(order)
-        digit = (digit >> shift).astype(np.uint16)  # (L,) this digit of every word, wrapped to 16 bits
+        digit = (digit >> shift if shift else digit).astype(np.uint16)  # (L,) this digit, wrapped to 16 bits
         step = np.argsort(digit, kind="stable")  # (L,)
         order = step if order is None else order.take(step)
     return order
@@ -122,7 +122,8 @@ class NgramCounts:
         first = np.take(ids, pos, out=work["first"][0][:m], mode="wrap")  # (m,) the k-gram's first word
         first[zero] = V  # at t = -1 there is no k-gram: a word after every word, sorted last, dropped
         by_first = word_order(first, V + 1)[: m - 1]  # (L-k+1,) stable: equal first words stay in suffix order
-        start = np.take(pos, by_first, out=spare[: m - 1])  # (L-k+1,) the k-grams' positions, sorted
+        if need_ids:  # (L-k+1,) the k-grams' positions, sorted: the next order starts from them
+            start = np.take(pos, by_first, out=spare[: m - 1])
         suf = np.take(gid, by_first, out=work["gid"][1][: m - 1])  # (L-k+1,) each one's suffix, in table k-1
         first = np.take(first, by_first, out=work["first"][1][: m - 1])  # (L-k+1,) and first word
         del by_first
