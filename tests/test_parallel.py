@@ -216,7 +216,7 @@ def test_cli_parallel_refuses_what_it_cannot_do_and_reads_what_it_resumes(tmp_pa
     assert proc.stderr.splitlines() == [
         f"error: --parallel {algorithm} checkpoints at the end of every epoch only (no --checkpoint-every-minutes, "
         "no Ctrl-C checkpoint)" if option[0] != "--resume" else
-        f"error: {out / 'checkpoint.npz'} is not a readable nplm-edu checkpoint (pickled data or another file type)"]
+        f"error: {out / 'checkpoint.npz'} is not a readable nplm-edu checkpoint (not a zip archive: another kind of file, or a damaged one)"]
     assert (out / "checkpoint.npz").read_bytes() == b"the run to resume"
     assert not (out / "history.json").exists()
 

@@ -3,6 +3,7 @@ SIGINT, SIGTERM, SIGKILL), checkpoints and their guards, divergence, the CLI."""
 
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from nplm_edu.cli import main
 from nplm_edu.errors import UserError
 from nplm_edu.models.nplm import NPLMConfig
 from nplm_edu.numerics.fused import FusedNPLM
-from nplm_edu.training.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+from nplm_edu.training.checkpoint import FORMAT, load_checkpoint, model_from_checkpoint, save_checkpoint
 from nplm_edu.training.optim import learning_rate, sgd_step
 from nplm_edu.training.trainer import TrainConfig, TrainingDiverged, epoch_order, train
 
@@ -125,19 +126,25 @@ def test_checkpoint_files(tmp_path):
         assert "param/C" in z.files and "meta" in z.files
     loaded = model_from_checkpoint(path)
     assert loaded.config == model.config
-    # truncated file
-    bad = tmp_path / "truncated.npz"
-    bad.write_bytes(path.read_bytes()[:200])
-    with pytest.raises(UserError, match="not a readable"):
-        load_checkpoint(bad)
-    # a foreign npz, and one holding a pickled object
+    # files that are not checkpoints, each named for what it is
     np.savez(tmp_path / "foreign.npz", x=np.arange(3))
-    with pytest.raises(UserError, match="not a readable"):
-        load_checkpoint(tmp_path / "foreign.npz")
     np.savez(tmp_path / "pickled.npz", meta=np.array([{"format": "x"}], dtype=object))
-    with pytest.raises(UserError, match="not a readable"):
-        load_checkpoint(tmp_path / "pickled.npz")
-    with pytest.raises(UserError):
+    np.save(tmp_path / "array.npy", np.arange(3))
+    (tmp_path / "obj.pkl").write_bytes(pickle.dumps({"format": FORMAT}))
+    (tmp_path / "cut.npz").write_bytes(path.read_bytes()[:-200])
+    (tmp_path / "head.npz").write_bytes(path.read_bytes()[:200])
+    (tmp_path / "text.npz").write_bytes(b"the run to resume")
+    (tmp_path / "empty.npz").write_bytes(b"")
+    (tmp_path / "folder.npz").mkdir()
+    for name, says in [("foreign.npz", "no meta entry"), ("pickled.npz", "an archive holding pickled objects"),
+                       ("array.npy", "a single numpy array"), ("obj.pkl", "a Python pickle, not loaded"),
+                       ("cut.npz", "a damaged zip archive"), ("head.npz", "a damaged zip archive"),
+                       ("text.npz", "not a zip archive"), ("empty.npz", "an empty file"),
+                       ("folder.npz", "directory")]:
+        with pytest.raises(UserError, match="not a readable") as e:
+            load_checkpoint(tmp_path / name)
+        assert says in str(e.value), (name, str(e.value))
+    with pytest.raises(UserError, match="no checkpoint at"):
         load_checkpoint(tmp_path / "missing.npz")
     assert not list((tmp_path / "a").glob("*.tmp"))  # atomic writes leave no temp files
 

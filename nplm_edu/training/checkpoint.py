@@ -124,6 +124,28 @@ def save_checkpoint(path, params: dict, meta: dict, best: dict | None = None, ex
 REQUIRED_META = {"kind": str, "model": dict, "train": dict, "state": dict}
 
 
+def _what_went_wrong(path: Path, error: Exception) -> str:
+    """Why a file did not load as a checkpoint, named from its first bytes where they tell."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as e:  # a folder, no permission ...
+        return e.strerror or str(e)
+    if not head:
+        return "an empty file"
+    if head.startswith(b"\x93NUMPY"):
+        return "a single numpy array (.npy), not a checkpoint archive"
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "a Python pickle, not loaded: it could run code"
+    if not head.startswith(b"PK"):
+        return "not a zip archive: another kind of file, or a damaged one"
+    if "pickle" in str(error).lower():
+        return "an archive holding pickled objects, not loaded: they could run code"
+    if "zip" in str(error).lower() or "eof" in str(error).lower():
+        return "a damaged zip archive, perhaps cut short"
+    return str(error)
+
+
 def load_checkpoint(path) -> tuple[dict, dict, dict | None, dict]:
     """(meta, params, best params or None, extra arrays) from a checkpoint; one clear UserError for
     anything else (a missing file, a truncated zip, pickled objects, a wrong or incomplete meta)."""
@@ -144,8 +166,7 @@ def load_checkpoint(path) -> tuple[dict, dict, dict | None, dict]:
                 raise ValueError(f"meta field {key!r} is missing or not a {typ.__name__}")
         TrainState.from_meta(meta["state"])
     except Exception as e:  # noqa: BLE001 -- truncated zip, pickled objects, bad JSON, bad meta ...
-        what = "pickled data or another file type" if "pickle" in str(e).lower() or "zip" in str(e).lower() else e
-        raise UserError(f"{path} is not a readable nplm-edu checkpoint ({what})") from None
+        raise UserError(f"{path} is not a readable nplm-edu checkpoint ({_what_went_wrong(path, e)})") from None
     params = {k[6:]: v for k, v in files.items() if k.startswith("param/")}
     best = {k[5:]: v for k, v in files.items() if k.startswith("best/")} or None
     extra = {k: v for k, v in files.items() if not k.startswith(("param/", "best/"))}
