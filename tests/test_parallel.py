@@ -286,9 +286,9 @@ def test_cli_hogwild_divergence_is_one_clear_error(tmp_path):
 
 
 # --------------------------------------------------------------------------- hogwild under faults
-def _children(pid: int) -> list[int]:
+def _children(pid: int, forked_only: bool = True) -> list[int]:
     """The forked workers of ``pid``: its children running its own command line (not, e.g., the
-    multiprocessing resource tracker), from /proc."""
+    multiprocessing resource tracker), from /proc; with ``forked_only=False``, all its children."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
@@ -300,7 +300,7 @@ def _children(pid: int) -> list[int]:
                 stat = Path(f"/proc/{d}/stat").read_text()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and _cmdline(int(d)) == cmdline:
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and (not forked_only or _cmdline(int(d)) == cmdline):
                 out.append(int(d))
     return out
 
@@ -347,6 +347,20 @@ def test_hogwild_killed_worker_ends_the_run_at_once_in_one_line(tmp_path):
     assert err.strip().splitlines() == [err.strip()] and err.startswith("error: a hogwild worker failed"), err
     assert "SIGKILL" in err and "Traceback" not in err
     assert not any(_alive(w) for w in workers)
+
+
+def test_hogwild_shares_anonymous_memory_with_nothing_to_leak(tmp_path):
+    """The shared parameters are anonymous memory that the forked workers inherit: while a run trains
+    there is no file in /dev/shm and no helper process (no resource tracker) beside the workers, so no
+    kill -9 of any process, the parent, a worker or a helper, can leave shared memory behind."""
+    before = set(os.listdir("/dev/shm"))
+    proc, workers = _start_hogwild(tmp_path)
+    try:
+        assert set(os.listdir("/dev/shm")) - before == set()
+        assert sorted(w for w in _children(proc.pid, forked_only=False) if _alive(w)) == sorted(workers)
+    finally:
+        os.kill(proc.pid, 9)
+        proc.communicate(timeout=30)
 
 
 def test_hogwild_parent_killed_leaves_no_orphan(tmp_path):

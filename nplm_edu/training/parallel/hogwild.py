@@ -1,25 +1,28 @@
 """Data-parallel training on shared memory, without locks (section 3.1 of the paper).
 
 P worker processes each run SGD on their own disjoint slice of the training examples and write
-their updates straight into one copy of the parameters in shared memory
-(``multiprocessing.shared_memory``), asynchronously and without any lock: two workers may
+their updates straight into one copy of the parameters in shared memory, asynchronously and
+without any lock: two workers may
 read-modify-write the same number at once, and one of the updates is then lost. The paper found
 that this noise did not hurt, whereas the locked version (``locked=True`` here: a
 ``multiprocessing.Lock`` held while a worker writes its update) spent its time waiting.
 
 Each worker's step is :class:`OutputBlockSGD` with M = 1 (one block: the whole output layer), so
-the update is the serial trainer's; only the interleaving differs. Workers are forked (Linux).
+the update is the serial trainer's; only the interleaving differs. Workers are forked (Linux), and
+the parameters live in anonymous shared memory (``mmap`` of no file) that the forked workers
+inherit: no file in ``/dev/shm``, no resource-tracker process, and the kernel frees the memory when
+the last process holding it ends, however the run ends (kill -9 of any process included).
 """
 
 from __future__ import annotations
 
 import math
+import mmap
 import multiprocessing as mp
 import os
 import signal
 import time
 from dataclasses import dataclass
-from multiprocessing import shared_memory
 
 import numpy as np
 
@@ -62,7 +65,7 @@ class WorkerFailed(UserError):
 
 def _die_with_parent(parent: int) -> None:
     """Linux: this process gets SIGTERM when its parent dies, so no orphan keeps running on the
-    shared parameters (the resource tracker then frees the shared memory)."""
+    shared parameters (whose memory the kernel frees with the last of them)."""
     try:
         import ctypes
 
@@ -148,12 +151,10 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
     ctx = mp.get_context("fork")
     trainer = OutputBlockSGD(params, lr=lr, r=r, weight_decay=weight_decay, batch_size=batch_size)
     trainer.lock = ctx.Lock() if locked else None
-    blocks = []
+    private = dict(trainer.state)
     try:
-        for name, arr in trainer.state.items():  # move every parameter into shared memory
-            shm = shared_memory.SharedMemory(create=True, size=max(arr.nbytes, 1))
-            blocks.append(shm)
-            shared = np.ndarray(arr.shape, arr.dtype, buffer=shm.buf)
+        for name, arr in private.items():  # every parameter into memory the forked workers share
+            shared = np.ndarray(arr.shape, arr.dtype, buffer=mmap.mmap(-1, max(arr.nbytes, 1)))  # anonymous, shared
             shared[...] = arr
             trainer.state[name] = shared
         errors = ctx.SimpleQueue()
@@ -178,12 +179,10 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
             update, w, loss = diverged[0]  # the earliest non-finite loss
             raise HogwildDiverged(loss, update, w, workers)
         train_nll = sum(v for _, v in reports) / examples
-        for name in trainer.state:  # private copies before the shared memory goes away
-            trainer.state[name] = np.array(trainer.state[name])
+        for name in trainer.state:  # private copies: the shared memory goes with the last reference to it
+            private[name] = np.array(trainer.state[name])
     finally:
-        for shm in blocks:
-            shm.close()
-            shm.unlink()
+        trainer.state.update(private)
     trainer.lock = None
     if trainer_out is not None:
         trainer_out.append(trainer)
