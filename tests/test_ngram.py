@@ -15,7 +15,7 @@ from nplm_edu.errors import UserError
 from nplm_edu.models.ngram import (ClassNgram, InterpolatedTrigram, KneserNey, MaximumLikelihood, NgramCounts,
                                    exchange_classes, modified_kn_discounts)
 from nplm_edu.models.ngram.classes import class_bigram_objective
-from nplm_edu.models.ngram.counts import word_order
+from nplm_edu.models.ngram.counts import search_slices, word_order
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +69,48 @@ def test_radix_counting_equals_np_unique(L, V, seed):
                 if k > 1:
                     assert np.array_equal(ng.suffix[k], suffix[k - 1])
                 assert ng.counts[k].dtype == ng.suffix[k].dtype == np.int32
+
+
+@pytest.mark.parametrize("L,V,seed", [(6, 2, 1), (3000, 50, 3), (5000, 70_000, 4)])
+def test_offsets_point_to_each_prefix_s_children(L, V, seed):
+    # offsets[k][p]:offsets[k][p + 1] are exactly the k-grams whose prefix is p, found here by
+    # searching the sorted keys for p * |V| (the smallest key p could have) and (p + 1) * |V|
+    ids = (np.random.default_rng(seed).zipf(1.4, L) - 1) % V
+    ng = NgramCounts(ids, 5, V)
+    for k in range(1, 6):
+        n = ng.size(k - 1)
+        expected = np.searchsorted(ng.keys[k], np.arange(n + 1) * V)  # (N_{k-1} + 1,)
+        assert ng.offsets[k].tolist() == expected.tolist()
+        assert ng.offsets[k].dtype == np.int32
+
+
+def test_search_slices_is_searchsorted_inside_each_slice():
+    rng = np.random.default_rng(0)
+    table = np.sort(rng.integers(0, 1000, 5000))  # (5000,) with runs of equal values
+    lo = rng.integers(0, 5001, 3000)
+    hi = np.minimum(lo + rng.choice([0, 1, 2, 3, 50, 4000], 3000), 5000)  # empty, short and long slices
+    q = rng.integers(-5, 1005, 3000)
+    expected = [lo_ + np.searchsorted(table[lo_:hi_], q_) for lo_, hi_, q_ in zip(lo, hi, q)]
+    assert search_slices(table, q, lo, hi).tolist() == expected
+
+
+def test_lookups_equal_a_search_of_the_whole_table():
+    # extend() searches only the prefix's children; the same answers come from one searchsorted of
+    # the whole sorted table, the key p * |V| + w either there (its id) or not (-1)
+    V = 60
+    ids = (np.random.default_rng(5).zipf(1.3, 20_000) - 1) % V
+    ng = NgramCounts(ids, 4, V)
+    rng = np.random.default_rng(6)
+    for k in range(1, 5):
+        p = rng.integers(-1, ng.size(k - 1), 4000)  # -1: an unseen prefix
+        w = rng.integers(0, V, 4000)
+        keys = ng.keys[k]
+        q = np.where(p >= 0, p * V + w, -1)
+        i = np.minimum(np.searchsorted(keys, q), len(keys) - 1)
+        expected = np.where(keys[i] == q, i, -1)
+        got = ng.extend(k, p if k > 1 else np.where(p >= 0, 0, -1), w)
+        assert got.tolist() == (expected if k > 1 else np.where(p >= 0, w, -1)).tolist()
+        assert (got >= 0).any() and (got < 0).any()  # both cases met
 
 
 def test_the_last_ngram_without_a_successor_is_no_prefix():

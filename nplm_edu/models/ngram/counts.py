@@ -6,8 +6,14 @@ the position of a key in it is the id of that k-gram, which becomes the prefix o
 (k+1)-grams. Order 1 is the identity (the id of word w is w) and the empty context has id 0, so
 the keys of order 1 are just 0 * |V| + w. Sorted keys put the k-grams in the lexicographic order
 of their words. Keys stay below (number of (k-1)-grams + 1) * |V|, which fits int64 for any
-corpus that fits in memory. Looking up a batch of n-grams is one ``np.searchsorted`` per word: no
-Python loop per token or per n-gram anywhere.
+corpus that fits in memory.
+
+The k-grams that extend one (k-1)-gram p are contiguous in table k, sorted by their last word: the
+slice ``offsets[k][p]:offsets[k][p + 1]``, the trie's pointers from a node to its children (the
+layout of KenLM's and BerkeleyLM's tries). Looking up a batch of n-grams walks down the trie one
+word at a time, each step a binary search of every query at once inside its own slice, mostly a
+few entries long (:func:`search_slices`): no Python loop per token or per n-gram anywhere, and
+about as few cache misses per lookup at 100 million tokens as at one million.
 
 Building the tables needs no comparison sort at all. The k-gram at position t is the word at t
 followed by the (k-1)-gram at t + 1. Given the positions sorted by their (k-1)-gram, shift each
@@ -65,6 +71,31 @@ def word_order(words: np.ndarray, V: int) -> np.ndarray:
     return order
 
 
+def search_slices(table: np.ndarray, q: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each query, the first i in ``lo..hi`` (K,) with ``table[i] >= q`` (K,) (``hi`` if none):
+    a binary search inside each sorted slice ``table[lo:hi]``, all queries at once.
+
+    Each round halves every slice still longer than one, so a slice of s entries takes about
+    log2(s) rounds; the queries whose slices are down to one entry leave once they are half of
+    those still searching, so the work follows the slices' lengths, not the table's.
+    """
+    base, n = lo.astype(np.int64), (hi - lo).astype(np.int64)  # (K,) the answer lies in base..base + n
+    act = np.flatnonzero(n > 1)  # (A,) queries whose slice is longer than one
+    b, m, qa = base[act], n[act], q[act]  # (A,)
+    while len(act):
+        half = m >> 1  # (A,)
+        probe = b + half
+        np.copyto(b, probe, where=table.take(probe) < qa)  # the answer lies past the probe
+        m -= half
+        open_ = m > 1
+        if 2 * np.count_nonzero(open_) <= len(act):  # half of them are down to one entry: write back
+            base[act], n[act] = b, m
+            act, b, m, qa = act[open_], b[open_], m[open_], qa[open_]
+    one = np.flatnonzero(n == 1)  # the last entry: the answer is it or the one after
+    base[one] += table.take(base[one]) < q[one]
+    return base
+
+
 class NgramCounts:
     """All n-grams of orders 1..n of one id stream, their counts and their trie links.
 
@@ -73,6 +104,8 @@ class NgramCounts:
       keys[k]     sorted unique keys, prefix_id * |V| + last_word      (N_k,) int64
       counts[k]   how often each k-gram occurs in the stream             (N_k,) int32
       suffix[k]   id (in table k-1) of the k-gram without its first word (N_k,) int32
+      offsets[k]  where the k-grams extending each (k-1)-gram start      (N_{k-1} + 1,) int32
+                  in table k: those of id p are offsets[k][p]:offsets[k][p + 1]
 
     ``counts[k][g]`` for the k-gram id g returned by :meth:`find`. Ids and counts never exceed the
     stream's length: int32 below 2**31 tokens (int64 above), half the memory of int64.
@@ -92,6 +125,7 @@ class NgramCounts:
         self.keys = [np.zeros(1, np.int64), np.arange(V, dtype=np.int64)]
         self.counts = [np.array([L], idt), np.bincount(ids, minlength=V).astype(idt)]
         self.suffix = [np.zeros(1, idt), np.zeros(V, idt)]  # a word's suffix is the empty context
+        self.offsets = [None, np.array([0, V], idt)]  # the empty context is followed by every word
         with retained_memory():  # the temporaries of one order reuse the pages of the order before
             self._count(ids.astype(np.int32 if V < 2 ** 31 else np.int64), idt)
 
@@ -146,6 +180,7 @@ class NgramCounts:
             if self.counts[k - 1][last_gram] == 1:  # the last (k-1)-gram occurs only there: it is no
                 prefix[prefix >= last_gram] += 1  # k-gram's prefix, and the ids from it on move up by one
         del first, key
+        self.offsets.append(self._offsets(prefix, len(self.keys[k - 1]), gid.dtype))
         prefix *= V
         prefix += last  # (N_k,) the keys, sorted
         self.keys.append(prefix)
@@ -156,6 +191,13 @@ class NgramCounts:
         gid = np.cumsum(new, dtype=gid.dtype, out=gid[: m - 1])  # (L-k+1,) id of the k-gram at each
         gid -= 1  # sorted position
         return start, gid
+
+    @staticmethod
+    def _offsets(prefix: np.ndarray, n: int, dtype) -> np.ndarray:
+        """(n + 1,) start of each prefix id's run in ``prefix`` (N,), sorted ids in 0..n-1."""
+        offsets = np.zeros(n + 1, dtype)
+        np.cumsum(np.bincount(prefix, minlength=n), out=offsets[1:])  # how many k-grams precede each run
+        return offsets
 
     def size(self, k: int) -> int:
         """Number of distinct k-grams (1 for the empty context k = 0, |V| for k = 1)."""
@@ -171,17 +213,23 @@ class NgramCounts:
         return np.bincount(np.minimum(c, up_to + 1), minlength=up_to + 2)[: up_to + 1]
 
     def extend(self, k: int, prefix_ids: np.ndarray, words: np.ndarray) -> np.ndarray:
-        """Ids of the k-grams (prefix, word) in table k, -1 where unseen (or the prefix is -1)."""
-        keys = self.keys[k]
-        q = np.where(prefix_ids >= 0, prefix_ids * self.V + words, -1)  # (K,) -1 is never a key
-        order = np.argsort(q)  # sorted queries walk neighbouring paths of the binary search: a large
-        i = np.empty(len(q), np.int64)  # table is then read from cache, not from memory at random
-        i[order] = np.searchsorted(keys, q[order])
-        i = np.minimum(i, len(keys) - 1)
-        return np.where(keys[i] == q, i, -1)
+        """Ids of the k-grams (prefix, word) in table k, -1 where unseen (or the prefix is -1): a
+        binary search for each key among the k-grams extending its prefix (:func:`search_slices`)."""
+        prefix_ids = np.asarray(prefix_ids, np.int64)
+        if k == 1:  # order 1 is the identity: the id of word w is w
+            return np.where(prefix_ids == 0, words, -1)
+        keys, offsets = self.keys[k], self.offsets[k]
+        p = np.maximum(prefix_ids, 0)  # (K,)
+        q = p * self.V + words  # (K,) the keys sought
+        lo = offsets.take(p).astype(np.int64)  # (K,) the prefix's children: keys[lo:hi]
+        hi = np.where(prefix_ids >= 0, offsets.take(p + 1), lo)  # (K,) none for an unseen prefix
+        i = search_slices(keys, q, lo, hi)  # (K,)
+        found = i < hi
+        found[found] = keys.take(i[found]) == q[found]
+        return np.where(found, i, -1)
 
     def find(self, grams: np.ndarray) -> np.ndarray:
-        """Ids of a batch of k-grams (K, k), chronological order, -1 where unseen: one searchsorted per word."""
+        """Ids of a batch of k-grams (K, k), chronological order, -1 where unseen: one step down the trie per word."""
         grams = np.asarray(grams, dtype=np.int64)
         K, k = grams.shape
         idx = np.zeros(K, np.int64)  # the empty context
@@ -193,11 +241,9 @@ class NgramCounts:
         """For contexts (ids in table k-1): flat (row, entry) pairs of every k-gram that extends them.
 
         Returns rows (M,) indexing prefix_ids and entries (M,) indexing table k; the keys of one
-        context are contiguous in the sorted table, so this is two searchsorted and a repeat.
+        context are contiguous in the sorted table (``offsets``), so this is two gathers and a repeat.
         """
-        keys = self.keys[k]
-        lo = np.searchsorted(keys, prefix_ids * self.V)
-        hi = np.searchsorted(keys, prefix_ids * self.V + self.V)
+        lo, hi = self.offsets[k].take(prefix_ids), self.offsets[k].take(np.asarray(prefix_ids) + 1)
         n = hi - lo  # (K,) k-grams per context
         rows = np.repeat(np.arange(len(prefix_ids)), n)
         starts = np.repeat(np.cumsum(n) - n, n)

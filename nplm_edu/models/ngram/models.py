@@ -92,7 +92,7 @@ class RecursiveNgram(LanguageModel):
         return self.ngrams.find(contexts[:, contexts.shape[1] - (k - 1):]) if k > 1 else np.zeros(len(contexts), np.int64)
 
     def levels(self, contexts: np.ndarray, targets: np.ndarray) -> list[np.ndarray]:
-        """[p_0, p_1, ..., p_n] of each target, each (K,): the recursion, one searchsorted per word."""
+        """[p_0, p_1, ..., p_n] of each target, each (K,): the recursion, one step down the trie per word."""
         p = np.full(len(targets), 1.0 / self.V)  # p_0, uniform
         out = [p]
         for k in range(1, self.order + 1):
