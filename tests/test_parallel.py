@@ -324,16 +324,47 @@ LONG_HOGWILD = ["train", "--corpus", "synthetic", "--synthetic-tokens", "400000"
                 "--epochs", "50", "--batch", "1", "--lr", "0.05", "--quiet", "--parallel", "hogwild", "--workers", "2"]
 
 
+def _ignores_sigint(pid: int) -> bool:
+    """Whether the process has set Ctrl-C (SIGINT, signal 2) to be ignored: bit 1 of SigIgn in /proc."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return bool(int(status.split("SigIgn:")[1].split()[0], 16) & (1 << (2 - 1)))
+
+
 def _start_hogwild(tmp_path):
+    """A long hogwild run, once its two workers train (they have set Ctrl-C aside for the parent).
+    The run dumps every thread's Python stack on SIGABRT (faulthandler), for :func:`_finish`."""
     proc = subprocess.Popen([sys.executable, *_train_cli(), *LONG_HOGWILD, "--out", str(tmp_path / "run")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=dict(ENV, PYTHONFAULTHANDLER="1"))
     deadline = time.monotonic() + 60
-    while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        workers = [w for w in _children(proc.pid) if _alive(w)]
+        if len(workers) >= 2 and all(_ignores_sigint(w) for w in workers):
+            break
         time.sleep(0.05)
-    workers = [w for w in _children(proc.pid) if _alive(w)]
     assert len(workers) >= 2, "the workers did not start"
     time.sleep(0.3)
     return proc, workers
+
+
+def _finish(proc, timeout=30):
+    """stderr of the run once it ends; if it does not within ``timeout`` s, fail with where it is stuck
+    (the Python stack of each of its threads, and the state of each of its processes)."""
+    import signal
+
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        states = {pid: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                  for pid in [proc.pid, *_children(proc.pid, forked_only=False)] if _alive(pid)}
+        os.kill(proc.pid, signal.SIGABRT)
+        for pid in _children(proc.pid, forked_only=False):
+            os.kill(pid, 9)
+        err = proc.communicate(timeout=30)[1]
+        pytest.fail(f"the run did not end within {timeout} s; process states {states}; its stderr:\n{err}")
 
 
 def test_hogwild_killed_worker_ends_the_run_at_once_in_one_line(tmp_path):
@@ -341,7 +372,7 @@ def test_hogwild_killed_worker_ends_the_run_at_once_in_one_line(tmp_path):
     proc, workers = _start_hogwild(tmp_path)
     t0 = time.monotonic()
     os.kill(workers[0], 9)
-    _, err = proc.communicate(timeout=30)
+    err = _finish(proc)
     assert time.monotonic() - t0 < 10
     assert proc.returncode == 2, err
     assert err.strip().splitlines() == [err.strip()] and err.startswith("error: a hogwild worker failed"), err
@@ -379,7 +410,7 @@ def test_hogwild_ctrl_c_is_one_line(tmp_path):
     proc, workers = _start_hogwild(tmp_path)
     for pid in [proc.pid, *workers]:  # a terminal's Ctrl-C reaches the parent and every worker
         os.kill(pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    err = _finish(proc)
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == ["interrupted"], err
     assert not any(_alive(w) for w in workers)
