@@ -113,6 +113,27 @@ def test_lookups_equal_a_search_of_the_whole_table():
         assert (got >= 0).any() and (got < 0).any()  # both cases met
 
 
+@pytest.mark.parametrize("model", [MaximumLikelihood, KneserNey])
+def test_running_text_reuses_each_window_s_ngrams_as_the_next_contexts(corpus, model, monkeypatch):
+    # on consecutive windows only the first walks down the trie for its contexts; the others take the
+    # ids the window before found. Same probabilities as the windows in a shuffled order (no reuse)
+    m = model(4, corpus.V).fit(corpus.train)
+    ctx, tgt = corpus.windows("test", 4)
+    ctx, tgt = ctx[:3000], tgt[:3000]
+    looked_up = []
+    find = m.ngrams.find
+    monkeypatch.setattr(m.ngrams, "find", lambda grams: looked_up.append(len(grams)) or find(grams))
+    running = m.levels(ctx, tgt)
+    assert looked_up == [1, 1, 1]  # the first window's contexts of orders 2, 3 and 4
+    shuffle = np.random.default_rng(0).permutation(len(tgt))
+    looked_up.clear()
+    shuffled = m.levels(ctx[shuffle], tgt[shuffle])
+    assert looked_up == [3000] * 3  # not running text: every context is looked up
+    for a, b in zip(running, shuffled):
+        assert np.array_equal(a[shuffle], b)
+    assert (running[-1] > 0).all() or model is MaximumLikelihood
+
+
 def test_the_last_ngram_without_a_successor_is_no_prefix():
     # "a b a b c": the bigram (b c) occurs only at the end, so no trigram has it as prefix; the
     # trigram table must still use the bigram ids of table 2, (a b) = 0, (b a) = 1, (b c) = 2

@@ -29,6 +29,14 @@ from .counts import NgramCounts, check_ids
 from .memory import retained_memory
 
 
+def running_text(contexts: np.ndarray, targets: np.ndarray) -> bool:
+    """Whether the windows (K, c) and targets (K,) are consecutive positions of one token stream:
+    each window is the one before shifted by a word, the word shifted in being the target before."""
+    if len(targets) < 2 or contexts.shape[1] == 0:
+        return False
+    return bool(np.array_equal(contexts[1:, :-1], contexts[:-1, 1:]) and np.array_equal(contexts[1:, -1], targets[:-1]))
+
+
 class RecursiveNgram(LanguageModel):
     """The recursion above, for any per-order count arrays and discounts (subclasses pick them)."""
 
@@ -92,11 +100,20 @@ class RecursiveNgram(LanguageModel):
         return self.ngrams.find(contexts[:, contexts.shape[1] - (k - 1):]) if k > 1 else np.zeros(len(contexts), np.int64)
 
     def levels(self, contexts: np.ndarray, targets: np.ndarray) -> list[np.ndarray]:
-        """[p_0, p_1, ..., p_n] of each target, each (K,): the recursion, one step down the trie per word."""
+        """[p_0, p_1, ..., p_n] of each target, each (K,): the recursion, one step down the trie per word.
+
+        On running text (:func:`running_text`) the context of order k of each window is the k-1 last
+        words of the window before it plus that window's target: the (k-1)-gram whose id the order
+        below has just found. Only the first window then walks down the trie for its contexts (a
+        stream's scorer carries the same state from word to word, as KenLM's does)."""
         p = np.full(len(targets), 1.0 / self.V)  # p_0, uniform
         out = [p]
+        running, g = running_text(contexts, targets), None
         for k in range(1, self.order + 1):
-            h = self.context_ids(contexts, k)  # (K,)
+            if running and k > 1:  # the k-1 words before w_t are the (k-1)-gram ending at w_{t-1}
+                h = np.concatenate([self.context_ids(contexts[:1], k), g[:-1]])  # (K,)
+            else:
+                h = self.context_ids(contexts, k)  # (K,)
             g = self.ngrams.extend(k, h, targets)  # (K,) id of the k-gram (h, w), -1 if unseen
             hs = np.maximum(h, 0)
             seen = (h >= 0) & (self.denom[k][hs] > 0)
