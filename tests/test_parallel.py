@@ -336,9 +336,15 @@ def _ignores_sigint(pid: int) -> bool:
 def _start_hogwild(tmp_path):
     """A long hogwild run, once its two workers train (they have set Ctrl-C aside for the parent).
     The run dumps every thread's Python stack on SIGABRT (faulthandler), for :func:`_finish`."""
+    import signal
+
+    # as a terminal's foreground job: Ctrl-C not ignored. A shell without job control starts its
+    # background jobs (`cmd &`, so CI started that way) with SIGINT ignored, which they inherit; Python
+    # then leaves it ignored and Ctrl-C cannot stop the run, as the shell intends for a background job
     proc = subprocess.Popen([sys.executable, *_train_cli(), *LONG_HOGWILD, "--out", str(tmp_path / "run")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=dict(ENV, PYTHONFAULTHANDLER="1"))
+                            env=dict(ENV, PYTHONFAULTHANDLER="1"),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         workers = [w for w in _children(proc.pid) if _alive(w)]
