@@ -102,10 +102,11 @@ class RecursiveNgram(LanguageModel):
     def levels(self, contexts: np.ndarray, targets: np.ndarray) -> list[np.ndarray]:
         """[p_0, p_1, ..., p_n] of each target, each (K,): the recursion, one step down the trie per word.
 
-        On running text (:func:`running_text`) the context of order k of each window is the k-1 last
-        words of the window before it plus that window's target: the (k-1)-gram whose id the order
-        below has just found. Only the first window then walks down the trie for its contexts (a
-        stream's scorer carries the same state from word to word, as KenLM's does)."""
+        On running text (:func:`running_text`) the context of order k of each window, its k-1 last
+        words, is the last k-2 words of the window before it followed by that window's target: the
+        (k-1)-gram whose id the order below has just found there. Only the first window then walks
+        down the trie for its contexts (a stream's scorer carries the same state from word to word,
+        as KenLM's does)."""
         p = np.full(len(targets), 1.0 / self.V)  # p_0, uniform
         out = [p]
         running, g = running_text(contexts, targets), None
