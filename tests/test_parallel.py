@@ -2,6 +2,7 @@
 a failing rank ending the job, hogwild on shared memory, and the command line."""
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -336,8 +337,6 @@ def _ignores_sigint(pid: int) -> bool:
 def _start_hogwild(tmp_path):
     """A long hogwild run, once its two workers train (they have set Ctrl-C aside for the parent).
     The run dumps every thread's Python stack on SIGABRT (faulthandler), for :func:`_finish`."""
-    import signal
-
     # as a terminal's foreground job: Ctrl-C not ignored. A shell without job control starts its
     # background jobs (`cmd &`, so CI started that way) with SIGINT ignored, which they inherit; Python
     # then leaves it ignored and Ctrl-C cannot stop the run, as the shell intends for a background job
@@ -359,8 +358,6 @@ def _start_hogwild(tmp_path):
 def _finish(proc, timeout=30):
     """stderr of the run once it ends; if it does not within ``timeout`` s, fail with where it is stuck
     (the Python stack of each of its threads, and the state of each of its processes)."""
-    import signal
-
     try:
         return proc.communicate(timeout=timeout)[1]
     except subprocess.TimeoutExpired:
@@ -411,8 +408,6 @@ def test_hogwild_parent_killed_leaves_no_orphan(tmp_path):
 
 
 def test_hogwild_ctrl_c_is_one_line(tmp_path):
-    import signal
-
     proc, workers = _start_hogwild(tmp_path)
     for pid in [proc.pid, *workers]:  # a terminal's Ctrl-C reaches the parent and every worker
         os.kill(pid, signal.SIGINT)

@@ -222,7 +222,7 @@ class NgramCounts:
         keys, offsets = self.keys[k], self.offsets[k]
         p = np.maximum(prefix_ids, 0)  # (K,)
         q = p * self.V + words  # (K,) the keys sought
-        lo = offsets.take(p).astype(np.int64)  # (K,) the prefix's children: keys[lo:hi]
+        lo = offsets.take(p)  # (K,) the prefix's children: keys[lo:hi]
         hi = np.where(prefix_ids >= 0, offsets.take(p + 1), lo)  # (K,) none for an unseen prefix
         i = search_slices(keys, q, lo, hi)  # (K,)
         found = i < hi
