@@ -279,9 +279,11 @@ def measure_lmplz(a, corpus: str, tmp: Path, env: dict) -> dict:
 
 
 def growth(rows: list[dict]) -> list[dict]:
-    """Cost ratio between consecutive sizes against the n log n ratio (n2 log n2) / (n1 log n1)."""
+    """Cost ratio between consecutive sizes, and over the whole range (smallest to largest) when
+    there are more than two, against the n log n ratio (n2 log n2) / (n1 log n1)."""
     out = []
-    for r1, r2 in zip(rows, rows[1:]):
+    pairs = list(zip(rows, rows[1:])) + ([(rows[0], rows[-1])] if len(rows) > 2 else [])
+    for r1, r2 in pairs:
         n1, n2 = r1["tokens"], r2["tokens"]
         bound = n2 * math.log(n2) / (n1 * math.log(n1))
         g = {"from": n1, "to": n2, "n_ratio": round(n2 / n1, 3), "n_log_n_ratio": round(bound, 3)}

@@ -15,7 +15,7 @@ from nplm_edu.errors import UserError
 from nplm_edu.models.ngram import (ClassNgram, InterpolatedTrigram, KneserNey, MaximumLikelihood, NgramCounts,
                                    exchange_classes, modified_kn_discounts)
 from nplm_edu.models.ngram.classes import class_bigram_objective
-from nplm_edu.models.ngram.counts import search_slices, word_order
+from nplm_edu.models.ngram.counts import check_ids, search_slices, word_order
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_radix_counting_equals_np_unique(L, V, seed):
     # the radix construction (sort by the first word, stably, after the rest) gives the tables
     # np.unique gives order by order; V = 70,000 takes two 16-bit digits per word
     rng = np.random.default_rng(seed)
-    for ids in (rng.integers(0, V, L), (rng.zipf(1.4, L) - 1) % V):
+    for ids in (rng.integers(0, V, L), ((rng.zipf(1.4, L) - 1) % V).astype(np.int32)):  # int64 and int32 ids
         for order in range(1, min(L, 5) + 1):
             ng = NgramCounts(ids, order, V)
             keys, counts, suffix = unique_reference(ids, order, V)
@@ -303,6 +303,17 @@ def test_class_model_better_than_uniform_and_kn_reasonable(corpus):
     cl = ClassNgram(3, corpus.V, 10, progress=False).fit(corpus.train)
     for m in (kn, cl):
         assert m.perplexity(*corpus.windows("test", 3)) < 0.5 * corpus.V
+
+
+def test_check_ids_copies_only_to_change_the_type():
+    ids = np.array([0, 3, 2], np.int32)
+    assert check_ids(ids, 4, dtype=np.int32) is ids  # the counting keeps no second copy of a corpus
+    assert check_ids(ids, 4).dtype == np.int64
+    assert np.array_equal(check_ids([0, 3.0], 4), [0, 3]) and check_ids([0, 3.0], 4).dtype == np.int64
+    with pytest.raises(UserError, match="0..3"):
+        check_ids(np.array([0, 4], np.uint8), 4)
+    with pytest.raises(UserError):  # checked before the conversion could wrap it
+        check_ids(np.array([2 ** 32], np.int64), 4, dtype=np.int32)
 
 
 def test_bad_input_raises_user_error():

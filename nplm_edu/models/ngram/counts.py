@@ -33,12 +33,14 @@ from ...errors import UserError
 from .memory import retained_memory
 
 
-def check_ids(ids, V: int, what: str = "ids") -> np.ndarray:
-    """Ids as an int64 array, every one in 0..V-1 (else UserError)."""
-    ids = np.asarray(ids, dtype=np.int64)
+def check_ids(ids, V: int, what: str = "ids", dtype=np.int64) -> np.ndarray:
+    """Ids as an array of ``dtype``, every one in 0..V-1 (else UserError); no copy if they already are."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        ids = ids.astype(np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= V):
         raise UserError(f"{what} must lie in 0..{V - 1} (the vocabulary), got {ids.min()}..{ids.max()}")
-    return ids
+    return ids.astype(dtype, copy=False)
 
 
 def mark_runs(sorted_values: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -115,7 +117,7 @@ class NgramCounts:
     def __init__(self, ids, order: int, V: int):
         if order < 1:
             raise UserError(f"n-gram order must be at least 1, got {order}")
-        ids = check_ids(ids, V, "training ids")
+        ids = check_ids(ids, V, "training ids", np.int32 if V < 2 ** 31 else np.int64)  # (L,) copied if need be
         L = len(ids)
         if L < order:
             raise UserError(f"training stream of {L} tokens is shorter than the order {order}")
@@ -128,15 +130,15 @@ class NgramCounts:
         self.suffix = [np.zeros(1, idt), np.zeros(V, idt)]  # a word's suffix is the empty context
         self.offsets = [None, np.array([0, V], idt)]  # the empty context is followed by every word
         with retained_memory():  # the temporaries of one order reuse the pages of the order before
-            self._count(ids.astype(np.int32 if V < 2 ** 31 else np.int64), idt)
+            self._count(ids, idt)
 
     def _count(self, ids: np.ndarray, idt) -> None:
         """Orders 2..n of ``ids`` (L,), each from the one below it (:meth:`_add_order`)."""
         L = len(ids)
         # work arrays, allocated once for every order: at scale, writing fresh memory costs more than
-        # the arithmetic done in it. Two of each so that one is read while the other is written.
+        # the arithmetic done in it. Positions and ids twice: one is read while the other is written.
         work = {"pos": [np.empty(L, idt), np.empty(L, idt)], "gid": [np.empty(L, idt), np.empty(L, idt)],
-                "first": [np.empty(L, ids.dtype), np.empty(L, ids.dtype)], "new": np.empty(L, bool)}
+                "first": np.empty(L, ids.dtype), "new": np.empty(L, bool)}
         pos, gid = work["pos"][0], work["gid"][0]  # (L,)
         pos[:] = word_order(ids, self.V)  # positions sorted by their word (order 1) ...
         np.take(ids, pos, out=gid)  # ... and the word there: its id in table 1, nondecreasing
@@ -154,14 +156,14 @@ class NgramCounts:
         last_gram = int(gid[np.flatnonzero(pos == L - k + 1)[0]])
         zero = int(np.flatnonzero(pos == 0)[0])  # and one no word precedes
         pos -= 1  # the k-grams at t = (k-1)-gram position - 1, sorted by all their words but the first
-        first = np.take(ids, pos, out=work["first"][0][:m], mode="wrap")  # (m,) the k-gram's first word
+        first = np.take(ids, pos, out=work["first"][:m], mode="wrap")  # (m,) the k-gram's first word
         first[zero] = V  # at t = -1 there is no k-gram: a word after every word, sorted last, dropped
         by_first = word_order(first, V + 1)[: m - 1]  # (L-k+1,) stable: equal first words stay in suffix order
         if need_ids:  # (L-k+1,) the k-grams' positions, sorted: the next order starts from them
             start = np.take(pos, by_first, out=spare[: m - 1])
         suf = np.take(gid, by_first, out=work["gid"][1][: m - 1])  # (L-k+1,) each one's suffix, in table k-1
-        first = np.take(first, by_first, out=work["first"][1][: m - 1])  # (L-k+1,) and first word
-        del by_first
+        del by_first  # and their first words, sorted: each word as often as it occurs (no gather needed)
+        first = np.repeat(np.arange(V + 1, dtype=ids.dtype), np.bincount(first, minlength=V + 1))[: m - 1]
         new = mark_runs(first, work["new"][: m - 1])  # (L-k+1,) a new k-gram starts where the first
         new[1:] |= suf[1:] != suf[:-1]  # word or the suffix changes
         starts, counts = run_lengths(new, gid.dtype)  # (N_k,)

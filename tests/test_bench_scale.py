@@ -1,0 +1,25 @@
+"""Tests of the arithmetic in benchmarks/bench_scale.py (its measurements are results, not tests)."""
+
+import importlib.util
+from pathlib import Path
+
+SPEC = importlib.util.spec_from_file_location("bench_scale", Path(__file__).parents[1] / "benchmarks" / "bench_scale.py")
+bench_scale = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(bench_scale)
+
+
+def row(tokens, read_cpu):
+    return {"tokens": tokens, "read": {"cpu_seconds": read_cpu, "peak_gib": 1.0}}
+
+
+def test_growth_between_consecutive_sizes_and_over_the_whole_range():
+    g = bench_scale.growth([row(10, 1.0), row(100, 20.0), row(1000, 300.0)])
+    assert [(x["from"], x["to"]) for x in g] == [(10, 100), (100, 1000), (10, 1000)]
+    # 1000 log 1000 / (10 log 10) = 100 * 3 log 10 / log 10 = 300; 100 log 100 / (10 log 10) = 20
+    assert [x["n_log_n_ratio"] for x in g] == [20.0, 15.0, 300.0]
+    assert [x["read"] for x in g] == [20.0, 15.0, 300.0]
+    assert "kn5_fit" not in g[0]  # a step the rows did not measure is left out, not guessed
+
+
+def test_two_sizes_have_one_ratio():
+    assert len(bench_scale.growth([row(10, 1.0), row(100, 20.0)])) == 1
