@@ -1,0 +1,75 @@
+"""``python -m nplm_edu``: one command line for corpora, n-gram baselines, training and the results.
+
+Each module that offers a subcommand defines ``add_cli(subparsers)``; this file only gathers them
+and turns a :class:`~nplm_edu.errors.UserError` (or a missing file, or Ctrl-C) into one line on
+stderr and a non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from ..errors import UserError
+
+# modules with a subcommand, in the order --help lists them
+COMMANDS = ("corpus", "ngram", "train", "mix", "reproduce", "results")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m nplm_edu",
+        description="Bengio et al. (2003), A Neural Probabilistic Language Model, reproduced in numpy.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"nplm_edu.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"nplm_edu.cli.{name}":
+                continue  # not written yet
+            raise
+        add_cli = getattr(module, "add_cli", None)
+        if add_cli is None:
+            continue  # not written yet (e.g. a package whose __init__.py does not exist yet)
+        add_cli(sub)
+    return parser
+
+
+def mpi_rank() -> int:
+    """This process's rank when started by mpiexec (MPICH's or Open MPI's variables), else 0."""
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"):
+        v = os.environ.get(var, "")
+        if v.isdigit():
+            return int(v)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    speak = mpi_rank() == 0  # under mpiexec every rank meets the same bad input: rank 0 says it, once
+    try:
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except UserError as e:
+        if speak:
+            print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a missing file, a folder where a file should be, a file where a folder should be, ...
+        where = f": {e.filename}" if e.filename else ""
+        if speak:
+            print(f"error: {e.strerror or e}{where}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        if speak:
+            print("error: out of memory: try a smaller --batch, model or corpus", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if speak:
+            print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""``python -m nplm_edu corpus``: inspect a corpus or export the exact token streams the models see;
+and the corpus options every subcommand shares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..data.corpus import BROWN_SPLIT, Corpus, CorpusSpec, export
+from ..data.vocab import UNK
+from ..errors import UserError
+
+
+def split_size(text: str) -> float | int:
+    """argparse type: '800000' -> 800000 (a count), '0.8' -> 0.8 (a fraction)."""
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            raise UserError(f"a split size is a token count or a fraction, got {text!r}") from None
+
+
+def add_corpus_args(p, default_corpus: str | None = None, brown_slice: tuple[int, int] | None = None) -> None:
+    """The corpus options every subcommand shares (defaults from :class:`CorpusSpec`); ``brown_slice``:
+    the (train, valid) token counts a target uses on Brown when the sizes are not given."""
+    d = CorpusSpec()
+    corpus = default_corpus or d.corpus
+    train, valid = brown_slice or BROWN_SPLIT
+    p.add_argument("--corpus", default=corpus, help=f"brown, synthetic or a UTF-8 text file (default {corpus})")
+    p.add_argument("--train-size", type=split_size, default=d.train_size, metavar="N|F",
+                   help=f"training tokens (count) or fraction (default: {train} on Brown, 0.8 otherwise)")
+    p.add_argument("--valid-size", type=split_size, default=d.valid_size, metavar="N|F",
+                   help=f"validation tokens or fraction (default: {valid} on Brown, 0.1 otherwise)")
+    p.add_argument("--min-count", type=int, default=d.min_count,
+                   help=f"words seen fewer times become <unk> (default {d.min_count}: 'seen 3 times or fewer')")
+    p.add_argument("--corpus-seed", type=int, default=d.corpus_seed, help="seed of the synthetic corpus")
+    p.add_argument("--synthetic-tokens", type=int, default=d.synthetic_tokens, help="size of the synthetic corpus")
+
+
+def corpus_spec(args) -> CorpusSpec:
+    """The corpus options of a parsed command line as a :class:`CorpusSpec`."""
+    return CorpusSpec(corpus=args.corpus, train_size=args.train_size, valid_size=args.valid_size,
+                      min_count=args.min_count, corpus_seed=args.corpus_seed, synthetic_tokens=args.synthetic_tokens)
+
+
+def corpus_from_args(args) -> Corpus:
+    return corpus_spec(args).load()
+
+
+def _cmd_info(args) -> int:
+    c = corpus_from_args(args)
+    info = c.info()
+    print(f"corpus {info['corpus']}: {info['tokens']:,} tokens, |V| = {info['V']:,} (with {UNK})")
+    for s in ("train", "valid", "test"):
+        print(f"  {s:<6} {info[s]['tokens']:>10,} tokens   unknown-word rate {100 * info[s]['unk_rate']:.2f}%")
+    return 0
+
+
+def _cmd_export(args) -> int:
+    c = corpus_from_args(args)
+    for s, p in export(c, Path(args.out)).items():
+        print(f"wrote {p} ({len(c.split(s)):,} tokens)")
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("corpus", help="inspect or export a corpus",
+                              description="Inspect a corpus or export the exact token streams the models see.")
+    sub = p.add_subparsers(dest="action", required=True, metavar="{info,export}")
+    info = sub.add_parser("info", help="token counts per split, |V|, unknown-word rates")
+    add_corpus_args(info)
+    info.set_defaults(func=_cmd_info)
+    ex = sub.add_parser("export", help="write train.txt, valid.txt, test.txt (one paragraph per line)")
+    add_corpus_args(ex)
+    ex.add_argument("--out", required=True, help="output folder")
+    ex.set_defaults(func=_cmd_export)

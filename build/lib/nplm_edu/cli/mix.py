@@ -1,0 +1,50 @@
+"""``python -m nplm_edu mix``: a trained network mixed with the interpolated trigram (Table 1's "mix")."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..analysis.mixture import mixture_report
+from ..errors import UserError
+from ..models.ngram import InterpolatedTrigram
+from ..training.checkpoint import model_from_checkpoint
+from .corpus import add_corpus_args, corpus_from_args
+
+
+def _cmd_mix(args) -> int:
+    model = model_from_checkpoint(args.checkpoint)
+    corpus = corpus_from_args(args)
+    if corpus.V != model.V:
+        raise UserError(f"the checkpoint's model has |V| = {model.V} but corpus {args.corpus!r} has {corpus.V} words")
+    tri = InterpolatedTrigram(corpus.V, verbose=False).fit(corpus.train, valid=corpus.windows("valid", 3),
+                                                           iterations=args.em_iterations)
+    with np.errstate(all="ignore"):
+        report = mixture_report(model, tri, corpus.windows("valid", model.order), corpus.windows("test", model.order))
+    bad = [name for name, r in report["perplexity"].items() if not all(math.isfinite(v) for v in r.values())]
+    if bad:
+        raise UserError(f"the network of {args.checkpoint} gives non-finite perplexities ({', '.join(bad)}): its "
+                        "parameters are unusable (a diverged run?)")
+    print(f"{'model':14} {'valid':>9} {'test':>9}")
+    for name, r in report["perplexity"].items():
+        print(f"{name:14} {r['valid']:9.2f} {r['test']:9.2f}")
+    print(f"EM weight of the network: {report['weights']['mix EM']:.3f}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(dict(report, checkpoint=str(args.checkpoint), corpus=args.corpus), indent=1))
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    """``python -m nplm_edu mix``: a trained network mixed with the interpolated trigram (Table 1's "mix")."""
+    p = subparsers.add_parser("mix", help="mix a trained network with the interpolated trigram",
+                              description="Perplexities of a trained NPLM, the deleted-interpolation trigram, "
+                                          "and their mixtures (weight 0.5, EM weight, EM weights per bin).")
+    p.add_argument("checkpoint", help="checkpoint.npz written by `train` (its best parameters are used)")
+    add_corpus_args(p)
+    p.add_argument("--em-iterations", type=int, default=5, help="EM iterations of the trigram's own weights")
+    p.add_argument("--json", default=None, help="also write the report to this JSON file")
+    p.set_defaults(func=_cmd_mix)

@@ -1,0 +1,58 @@
+"""``python -m nplm_edu ngram``: fit one n-gram baseline on a corpus, print its perplexities.
+
+    python -m nplm_edu ngram --corpus brown --model kn --order 5
+    python -m nplm_edu ngram --corpus brown --model interp
+    python -m nplm_edu ngram --corpus brown --model class --classes 500 --order 3 --json out.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..experiments.common import write_json_atomic
+from ..models.ngram.build import MODELS, build_model, evaluate
+from .corpus import add_corpus_args, corpus_from_args
+
+
+def _cmd_ngram(args) -> int:
+    corpus = corpus_from_args(args)
+    order = args.order if args.order is not None else 3 if args.model in ("interp", "class") else 5
+    model = build_model(args.model, order, corpus.V, args.classes, args.passes, args.seed, args.quiet)
+    res = evaluate(model, corpus, args.model, em_iterations=args.em_iterations)
+    res["corpus"] = corpus.name
+    label = {"mle": "maximum likelihood", "interp": "deleted interpolation", "kn": "modified Kneser-Ney",
+             "class": f"class-based ({args.classes} classes), Kneser-Ney on classes"}[args.model]
+    report = sys.stderr if args.json == "-" else sys.stdout  # with --json -, stdout is the JSON alone
+    print(f"{label}, order {order}, {corpus.name} (|V| = {corpus.V:,})", file=report)
+    for split in ("train", "valid", "test"):
+        ppl = res[split]
+        print(f"  {split:<5} perplexity {'inf (a zero probability)' if ppl is None else f'{ppl:.2f}'}", file=report)
+    print(f"  time: fit {res['fit_seconds']:.2f} s, test evaluation {res['test_seconds']:.2f} s, "
+          f"total {res['seconds']:.2f} s", file=report)
+    if args.json:
+        text = json.dumps(res, indent=2) + "\n"
+        if args.json == "-":
+            print(text, end="")
+        else:
+            print(f"wrote {write_json_atomic(args.json, res)}")
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("ngram", help="fit an n-gram baseline and print its perplexities",
+                              description="Fit an n-gram baseline (Table 1 of the paper) on the training split "
+                                          "and print train/valid/test perplexity and the time taken.")
+    add_corpus_args(p)
+    p.add_argument("--model", choices=MODELS, default="kn",
+                   help="mle (maximum likelihood), interp (deleted interpolation, section 4.1), "
+                        "kn (interpolated modified Kneser-Ney, default), class (class-based)")
+    p.add_argument("--order", type=int, default=None, help="n (default 5 for kn and mle, 3 for interp and class)")
+    p.add_argument("--classes", type=int, default=None, help="number of word classes (--model class)")
+    p.add_argument("--passes", type=int, default=3, help="exchange-algorithm passes (--model class, default 3)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="random initial classes (default: frequency round-robin, no randomness)")
+    p.add_argument("--em-iterations", type=int, default=5, help="EM iterations (--model interp, default 5)")
+    p.add_argument("--json", metavar="PATH", default=None, help="also write the results as JSON ('-': stdout)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no EM log")
+    p.set_defaults(func=_cmd_ngram)

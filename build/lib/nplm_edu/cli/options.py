@@ -1,0 +1,54 @@
+"""Command-line options made from configuration dataclasses: one source of truth for every default.
+
+:func:`add_options` gives a parser one ``--field-name`` per field of a dataclass, typed from the
+field's annotation and defaulting to the value in a given instance (so a subcommand can offer its
+own defaults, e.g. ``reproduce table1``'s settings); :func:`from_options` builds the dataclass back
+from the parsed namespace. The library never sees argparse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+
+def _kind(annotation: str) -> str:
+    a = str(annotation).replace(" ", "")
+    for k in ("bool", "int", "float", "str"):
+        if a in (k, f"{k}|None", f"None|{k}"):
+            return k
+    if a in ("float|int|None", "int|float|None"):
+        return "number"
+    raise TypeError(f"no command-line type for {annotation!r}")
+
+
+def _number(text: str):
+    """'800000' -> 800000 (a count), '0.8' -> 0.8 (a fraction)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def add_options(parser, defaults, skip=(), help: dict | None = None, prefix: str = "") -> None:
+    """One option per field of the dataclass instance ``defaults`` (except ``skip``)."""
+    help = help or {}
+    for f in dataclasses.fields(defaults):
+        if f.name in skip:
+            continue
+        kind, value = _kind(f.type), getattr(defaults, f.name)
+        flag = "--" + prefix + f.name.replace("_", "-")
+        text = help.get(f.name, "")
+        shown = f"{text} (default {value})" if text else f"(default {value})"
+        if kind == "bool":
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=value, help=shown)
+        else:
+            typ = {"int": int, "float": float, "str": str, "number": _number}[kind]
+            parser.add_argument(flag, dest=f.name, type=typ, default=value, help=shown)
+
+
+def from_options(cls, args, **override):
+    """An instance of ``cls`` from the fields of a parsed namespace (fields absent from it keep their defaults)."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+    values.update(override)
+    return cls(**values)

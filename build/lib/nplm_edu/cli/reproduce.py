@@ -1,0 +1,197 @@
+"""``python -m nplm_edu reproduce TARGET``: rerun the experiments behind the book's tables.
+
+Each target is its own subcommand with only its own options, their defaults read from the
+experiment's configuration dataclasses; each writes one JSON file under ``data/results/``
+(:mod:`nplm_edu.experiments`), with the command and the git commit of the code.
+
+    python -m nplm_edu reproduce ngrams             # every n-gram row of Table 1, on Brown (a few minutes)
+    python -m nplm_edu reproduce table1             # the neural rows MLP1-MLP10 on Brown (hours, resumable)
+    python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
+    python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
+    python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM
+    python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 15 minutes)
+    python -m nplm_edu reproduce output-layers      # MLP9 with five cheaper output layers (resumable)
+    python -m nplm_edu reproduce recurrent          # after 2003: an Elman RNN and an LSTM on Brown (hours)
+    python -m nplm_edu reproduce central-claim      # unseen sentences made likely by similar words (under an hour)
+"""
+
+from __future__ import annotations
+
+from ..experiments import beyond, central_claim, lr_sweep, minibatch, ngrams, output_layers, recurrent, table1
+from ..models.nplm import NPLMConfig
+from ..training.trainer import TrainConfig
+from .corpus import add_corpus_args, corpus_spec
+from .options import add_options, from_options
+from .train import HELP
+
+TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep", "output-layers", "recurrent", "central-claim")
+
+
+def _common(p, default_out: str, brown_slice: tuple[int, int] | None = None) -> None:
+    add_corpus_args(p, default_corpus="brown", brown_slice=brown_slice)
+    p.add_argument("--out", default=None, help=f"output file (default {default_out})")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _only(instance, names):
+    """Fields of a dataclass instance not in ``names`` (to skip)."""
+    import dataclasses
+
+    return tuple(f.name for f in dataclasses.fields(instance) if f.name not in names)
+
+
+def _train_config(module, args) -> TrainConfig:
+    """The target's TrainConfig: the options it offers from the command line, its own fixed values for the rest."""
+    fixed = {k: getattr(module.TRAIN, k) for k in _only(module.TRAIN, module.TRAIN_OPTIONS)}
+    return from_options(TrainConfig, args, **fixed)
+
+
+def _table1(args) -> int:
+    table1.run_table1(_train_config(table1, args), from_options(table1.Table1Options, args), corpus_spec(args),
+                      args.out, args.quiet)
+    return 0
+
+
+def _beyond(args) -> int:
+    beyond.run_beyond(from_options(NPLMConfig, args, V=2), _train_config(beyond, args),
+                      from_options(beyond.BeyondOptions, args), corpus_spec(args), args.out, args.quiet)
+    return 0
+
+
+def _output_layers(args) -> int:
+    output_layers.run_output_layers(_train_config(output_layers, args),
+                                    from_options(output_layers.OutputLayersOptions, args), corpus_spec(args),
+                                    args.out, args.quiet)
+    return 0
+
+
+def _options_only(run, options):
+    """The handler of a target whose run takes (its options, the corpus, out, quiet)."""
+    def handler(args) -> int:
+        run(from_options(options, args), corpus_spec(args), args.out, args.quiet)
+        return 0
+
+    return handler
+
+
+_ngrams = _options_only(ngrams.run_ngrams, ngrams.NgramsOptions)
+_minibatch = _options_only(minibatch.run_minibatch, minibatch.MinibatchOptions)
+_lr_sweep = _options_only(lr_sweep.run_lr_sweep, lr_sweep.LrSweepOptions)
+_recurrent = _options_only(recurrent.run_recurrent, recurrent.RecurrentOptions)
+
+
+def _central_claim(args) -> int:
+    central_claim.run_central_claim(from_options(central_claim.CentralClaimOptions, args), args.out, args.quiet)
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("reproduce", help="rerun the experiments behind a table, write data/results/*.json",
+                              description="Rerun the experiments behind one of the book's tables and write "
+                                          "its JSON file (with the command and the git commit).")
+    sub = p.add_subparsers(dest="target", required=True, metavar="{" + ",".join(TARGETS) + "}")
+
+    q = sub.add_parser("ngrams", help="every n-gram row of Table 1 (minutes)", description=ngrams.__doc__)
+    _common(q, "data/results/ngrams.json")
+    add_options(q, ngrams.NgramsOptions(), help={"classes": "class counts instead of the paper's 150,200,500,1000,"
+                                                            "2000 (the first also for orders 4 and 5)",
+                                                 "passes": "exchange-algorithm passes"})
+    q.set_defaults(func=_ngrams)
+
+    q = sub.add_parser("table1", help="the neural rows of Table 1 (hours, resumable)",
+                       description="Train and evaluate the neural rows of Table 1 (MLP1-MLP10).")
+    _common(q, "data/results/table1.json (table1_quick.json with --quick)")
+    add_options(q, table1.TRAIN, skip=_only(table1.TRAIN, table1.TRAIN_OPTIONS), help=HELP)
+    add_options(q, table1.Table1Options(), help={
+        "rows": "trained rows to run, e.g. MLP1,MLP9 (default all; each brings its mixed even row)",
+        "quick": f"the same pipeline on a slice ({table1.QUICK_SPLIT[0]:,}/{table1.QUICK_SPLIT[1]:,}/"
+                 f"{table1.QUICK_SPLIT[2]:,} tokens, at most {table1.QUICK_EPOCHS} epochs), into table1_quick.json",
+        "runs_dir": "where rows checkpoint (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "force": "retrain the requested rows from scratch",
+        "save_features": "write the best network's word features C to <out>_features.npz (never with --quick)"})
+    q.set_defaults(func=_table1)
+
+    q = sub.add_parser("minibatch", help="K = 1 against minibatches on one network (about an hour)",
+                       description="Does minibatch SGD track the paper's pure SGD (K = 1)?")
+    _common(q, "data/results/minibatch.json", brown_slice=minibatch.SLICE)
+    add_options(q, minibatch.MinibatchOptions(), help={
+        "row": "the Table 1 network to train", "epochs": "epochs of each run",
+        "batch": "K of the 'table1' run", "lr": "eps_0 of the 'table1' run", "decay_rate": "r of the 'table1' run",
+        "weight_decay": "weight decay of every run", "seed": "initialisation and shuffling seed"})
+    q.set_defaults(func=_minibatch)
+
+    q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (about an hour)",
+                       description="One row of Table 1 trained with what we know now.")
+    _common(q, "data/results/beyond.json (beyond_quick.json with --quick)")
+    add_options(q, beyond.NETWORK, skip=_only(beyond.NETWORK, beyond.NETWORK_OPTIONS), help=HELP)
+    add_options(q, beyond.TRAIN, skip=_only(beyond.TRAIN, beyond.TRAIN_OPTIONS), help=HELP)
+    add_options(q, beyond.BeyondOptions(), help={"quick": f"the same pipeline on a slice, at most "
+                                                          f"{beyond.QUICK_EPOCHS} epochs, into beyond_quick.json",
+                                                 "runs_dir": "where the run checkpoints",
+                                                 "force": "train again from scratch"})
+    q.set_defaults(func=_beyond)
+
+    q = sub.add_parser("lr-sweep", help="the initial learning rate eps_0 of minibatch SGD (about 15 minutes)",
+                       description="Train one Table 1 network once per eps_0 on a slice of Brown (the first "
+                                   f"{lr_sweep.SLICE[0]:,} / {lr_sweep.SLICE[1]:,} tokens unless --train-size / "
+                                   "--valid-size say otherwise) and compare validation perplexities.")
+    _common(q, "data/results/lr_sweep.json (lr_sweep_quick.json with --quick)", brown_slice=minibatch.SLICE)
+    add_options(q, lr_sweep.LrSweepOptions(), help={
+        "row": "the Table 1 network to train", "lrs": "values of eps_0, comma-separated",
+        "epochs": "epochs of every run (fixed: no early stopping)", "batch": "K of every run",
+        "decay_rate": "r of every run", "weight_decay": "weight decay of every run",
+        "seed": "initialisation and shuffling seed", "quick": f"a slice of the corpus, at most "
+                                                              f"{lr_sweep.QUICK_EPOCHS} epochs, into lr_sweep_quick.json"})
+    q.set_defaults(func=_lr_sweep)
+
+    ol = output_layers
+    q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003 (hours on Brown, resumable)",
+                       description="MLP9 trained with the full, class-factored and tree softmaxes, importance "
+                                   "sampling and NCE, side by side; and the energy network of section 5 on a slice.")
+    _common(q, "data/results/output_layers.json (output_layers_quick.json with --quick)")
+    add_options(q, ol.TRAIN, skip=_only(ol.TRAIN, ol.TRAIN_OPTIONS), help=HELP)
+    add_options(q, ol.OutputLayersOptions(), help={
+        "methods": "methods to run, e.g. full,nce (default all; the full softmax always runs)",
+        "n_classes": "classes of the class-factored softmax and the clustered tree (default round(sqrt |V|))",
+        "k_is": "samples per batch for importance sampling", "k_nce": "noise samples per batch for NCE",
+        "class_file": "a file of 'word class' lines: adds the class-file method",
+        "energy": "also train the energy network of section 5 on a slice",
+        "quick": f"the same pipeline on a slice, at most {ol.QUICK_EPOCHS} epochs, into output_layers_quick.json",
+        "runs_dir": "where methods checkpoint (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "force": "start the results file and the methods' runs again"})
+    q.set_defaults(func=_output_layers)
+
+    q = sub.add_parser("recurrent", help="an Elman RNN and an LSTM on Brown (hours, resumable)",
+                       description=recurrent.__doc__.split("\n\n")[0])
+    _common(q, "data/results/recurrent.json (recurrent_quick.json with --quick)")
+    net, cfg, stream = recurrent.SETTINGS["lstm"]
+    fixed = {"h": net.h, "m": net.m, "batch": cfg.batch, "T": stream.T, "clip": stream.clip, "lr": cfg.lr,
+             "lr_decay": cfg.lr_decay, "dropout": cfg.dropout_x, "weight_decay": cfg.weight_decay,
+             "epochs": cfg.epochs, "patience": cfg.patience, "seed": cfg.seed}
+    add_options(q, recurrent.RecurrentOptions(), help={
+        "models": "which models, in this order (rnn, lstm)",
+        "quick": f"the same pipeline on a slice with a small network ({recurrent.QUICK}), into recurrent_quick.json",
+        "runs_dir": "where the models checkpoint (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "force": "train again from scratch",
+        "test": "score the test set too (--no-test: validation only, for trials of settings)",
+        **{k: f"override the fixed setting {v} for every model" for k, v in fixed.items()},
+        "h": f"hidden units (fixed setting {net.h})", "m": f"features per word (fixed setting {net.m})",
+        "batch": f"B, parallel streams (fixed setting {cfg.batch})",
+        "T": f"time steps per batch, the truncation of BPTT (fixed setting {stream.T})",
+        "clip": f"gradient-norm clipping threshold (fixed setting {stream.clip})",
+        "dropout": f"dropout on x_t and h_t (fixed setting {cfg.dropout_x})"})
+    q.set_defaults(func=_recurrent)
+
+    q = sub.add_parser("central-claim", help="unseen sentences made likely by similar words (under an hour, resumable)",
+                       description="The paper's central claim, measured: sentences that pair chosen words are "
+                                   "removed from the synthetic grammar's training data and scored by the network "
+                                   "and the n-grams; on Brown, novel trigrams split by whether a near neighbour "
+                                   "of a context word makes them seen; C learned or fixed.")
+    q.add_argument("--out", default=None, help="output file (default data/results/central_claim.json, "
+                                                "central_claim_quick.json with --quick)")
+    q.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_options(q, central_claim.CentralClaimOptions(), help={
+        "seeds": "networks per variant on the synthetic grammar", "brown": "also the Brown part (needs the corpus)",
+        "quick": "the whole pipeline in about a minute", "runs_dir": "where the Brown networks checkpoint "
+                 "(default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)", "force": "train the Brown networks again"})
+    q.set_defaults(func=_central_claim)

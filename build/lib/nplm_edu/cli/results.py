@@ -1,0 +1,59 @@
+"""``python -m nplm_edu results``: which command, at which commit, made each file of ``data/results/``."""
+
+from __future__ import annotations
+
+from ..errors import UserError
+from ..experiments.common import RESULTS, runs_root
+from ..experiments.inventory import inventory, problems, runs_progress
+
+
+def _runs(folder) -> int:
+    runs = runs_progress(folder)
+    if not runs:
+        print(f"no training runs under {folder}")
+        return 0
+    width = max(len(r["run"]) for r in runs)
+    print(f"{'run':{width}}  {'epochs':>9}  {'best valid':>10} {'at':>4}  {'since best':>10}  {'hours':>6}  last written (UTC)")
+    for r in runs:
+        done = f"{r['epochs']}/{r['max_epochs'] or '?'}"
+        stop = f"{r['since_best']}/{r['patience']}" if r["since_best"] is not None else "-"
+        best = f"{r['best_valid']:10.2f} {r['best_epoch']:>4}" if r["best_valid"] is not None else f"{'-':>10} {'':>4}"
+        print(f"{r['run']:{width}}  {done:>9}  {best}  {stop:>10}  {r['seconds'] / 3600:6.2f}  {r['updated']}")
+    print("(a run stops when 'since best' reaches the patience, or at its last epoch)")
+    return 0
+
+
+def _handler(args) -> int:
+    if args.runs is not None:
+        return _runs(runs_root(args.runs or None))
+    entries = inventory(args.dir)
+    width = max(len(e.path) for e in entries) if entries else 10
+    print(f"{'file':{width}}  {'commit':10} {'clean':5}  {'date':10}  command")
+    for e in entries:
+        if e.made_with is not None or not e.path.endswith(".json"):
+            print(f"{e.path:{width}}  {'':10} {'':5}  {'':10}  (written with {e.made_with or '?'})")
+            continue
+        clean = {True: "yes", False: "NO", None: "?"}[e.clean]
+        commits = ",".join(e.commits) or "?"
+        print(f"{e.path:{width}}  {commits:10} {clean:5}  {(e.date or '?')[:10]:10}  {e.command or '?'}"
+              + (f"  [kept: {e.kept}]" if e.kept else ""))
+    if args.check:
+        bad = problems(entries)
+        if bad:
+            raise UserError(f"{len(bad)} results file(s) cannot be traced to one clean commit: " + "; ".join(bad))
+        print(f"all {len(entries)} files traced to a command and a clean commit, or kept with a reason")
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("results", help="the command and commit behind each results file",
+                              description="List the files of a results folder with the command, commit and date "
+                                          "that made each one.")
+    p.add_argument("--dir", default=str(RESULTS), help=f"the results folder (default {RESULTS})")
+    p.add_argument("--check", action="store_true",
+                   help="fail (exit 2) if a file has no command or commit, or was made by modified code, "
+                        "unless it says why it is kept")
+    p.add_argument("--runs", nargs="?", const="", default=None, metavar="DIR",
+                   help="instead: how far the training runs under DIR have got (default $NPLM_EDU_RUNS or "
+                        "~/.cache/nplm_edu/runs): epochs, best validation perplexity, early-stopping count")
+    p.set_defaults(func=_handler)

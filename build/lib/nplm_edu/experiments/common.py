@@ -1,0 +1,159 @@
+"""What every ``reproduce`` target shares: where results go, how they are written, where runs live.
+
+Every file in ``data/results/`` is written by :func:`write_results`: atomically (a temporary file
+in the same folder, fsync, rename, so a crash never leaves half a file) and with one
+:func:`provenance` block of the same keys everywhere: the exact command, the commit, whether the
+package differed from that commit, the machine, the Python, numpy and BLAS versions and BLAS thread
+count, the wall time and the date.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from ..data.corpus import BROWN_SPLIT
+from ..data.files import atomic_write
+from ..errors import UserError
+from ..numerics.blas import blas_info
+from ..training.checkpoint import check_writable
+
+RESULTS = Path("data/results")
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def git_commit() -> str:
+    """Short hash of HEAD, or "uncommitted" if there is none."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=PACKAGE,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "uncommitted"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "uncommitted"
+
+
+def package_modified() -> bool | None:
+    """Whether the package's files differ from that commit (uncommitted changes), None if unknown."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--", "."], capture_output=True, text=True,
+                             cwd=PACKAGE, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def command_line() -> str:
+    """The command as a reader would type it."""
+    argv = sys.argv[1:] if sys.argv and sys.argv[0].endswith(("__main__.py", "nplm-edu")) else None
+    return "python -m nplm_edu " + (shlex.join(argv) if argv else "reproduce")
+
+
+def machine() -> str:
+    """CPU model, cores and operating system."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
+
+
+def provenance(started: float, command: str | None = None) -> dict:
+    """The keys every results file carries (``started``: time.monotonic() when the run began)."""
+    blas = blas_info()
+    return {"command": command or command_line(), "commit": git_commit(),
+            "package_modified_since_commit": package_modified(), "machine": machine(),
+            "python": platform.python_version(), "numpy": np.__version__, "blas": blas["name"],
+            "blas_threads": blas["threads"], "wall_seconds": round(time.monotonic() - started, 1),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def write_json_atomic(path, doc) -> Path:
+    """Write ``doc`` as JSON to ``path`` atomically (:func:`nplm_edu.data.files.atomic_write`)."""
+    return atomic_write(path, lambda f: f.write(json.dumps(doc, indent=1) + "\n"), binary=False)
+
+
+def write_results(path, doc: dict, started: float, command: str | None = None) -> Path:
+    """A results file: ``doc`` and the provenance block's keys beside its own, written atomically."""
+    return write_json_atomic(path, {**doc, **provenance(started, command)})
+
+
+def check_output_path(path) -> Path:
+    """Fail now, not after hours of training, if a results file cannot be written at ``path``."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path} is a folder: --out takes a file path")
+    check_writable(path.parent)
+    return path
+
+
+def prepare_run(run_dir: Path, stamp_data: dict, force: bool, quick: bool) -> bool:
+    """Make ``run_dir`` ready for a training run with the settings ``stamp_data`` (kept in its
+    run_config.json); returns whether a checkpoint is there to resume. A checkpoint made with other
+    settings is refused (one clear line) unless ``force`` or ``quick``, which start afresh."""
+    stamp, ckpt = run_dir / "run_config.json", run_dir / "checkpoint.npz"
+    if ckpt.exists():
+        old = json.loads(stamp.read_text()) if stamp.exists() else None
+        if old != stamp_data and not (force or quick):
+            raise UserError(f"{run_dir} holds a run with other settings: pass --force to train from scratch, "
+                            "or another --runs-dir")
+        if old != stamp_data or force:
+            shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(stamp, stamp_data)
+    return ckpt.exists()
+
+
+def read_results(path, what: str, rows_type: type = dict) -> dict | None:
+    """A results file written earlier (None if there is none); one clear line if it is not one of ``what``'s."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc.get("rows"), rows_type):
+            raise ValueError("no rows")
+        return doc
+    except (ValueError, AttributeError) as e:
+        raise UserError(f"{path} is not a {what} results file ({e}): move it away or pass another --out") from None
+
+
+def runs_root(runs_dir: str | None) -> Path:
+    """Where training runs checkpoint: ``runs_dir``, else ``$NPLM_EDU_RUNS`` or ``~/.cache/nplm_edu/runs``."""
+    if runs_dir:
+        return Path(runs_dir).expanduser()
+    return Path(os.environ.get("NPLM_EDU_RUNS", Path.home() / ".cache" / "nplm_edu" / "runs"))
+
+
+def kn5_test(corpus, full_brown: bool) -> float | None:
+    """Our modified Kneser-Ney 5-gram's test perplexity from ngrams.json (full Brown only)."""
+    path = RESULTS / "ngrams.json"
+    if not full_brown or not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("corpus") != corpus.name or doc.get("V") != corpus.V:
+            return None
+        return next(r["test"] for r in doc["rows"] if r["model"] == "kn" and r["order"] == 5)
+    except (ValueError, KeyError, StopIteration, TypeError):
+        return None
+
+
+def is_full_brown(corpus, min_count: int) -> bool:
+    """The paper's setting: all of Brown, 800,000 / 200,000 / rest, words seen 3 times or fewer as <unk>."""
+    return (corpus.name == "brown" and min_count == 4
+            and (len(corpus.train), len(corpus.valid)) == BROWN_SPLIT)
+

@@ -1,0 +1,170 @@
+"""Fast kernels: BLAS ``gemm`` with accumulation, row-parallel loops, segment sums.
+
+Three tools the fused network (:mod:`nplm_edu.numerics.fused`) and the output-block trainer share:
+
+- :func:`gemm_update`: C <- beta C + alpha A^T B in one BLAS call (numpy's own OpenBLAS through
+  ctypes; a pure-numpy fallback gives the same numbers), so the update of the (|V|, h + (n-1)m)
+  matrix [U W] reads and writes it once and its gradient is never stored;
+- :func:`rowwise`: a loop over blocks of rows on as many threads as BLAS uses (numpy releases the
+  GIL inside ufuncs), used for the softmax;
+- :func:`segment_sum`: the gradient of the look-up table C, adding repeated words exactly at the
+  speed of one sort (``np.add.at`` is the readable, slow equivalent).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+def segment_sum(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the rows (N, m) that share an id: returns (unique ids (U,), sums (U, m)).
+
+    Sort the ids, find where each run of equal ids starts, and add each run with
+    ``np.add.reduceat``: repeated words all count, at the speed of one sort."""
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+    return sorted_ids[starts], np.add.reduceat(rows[order], starts, axis=0)
+
+
+# --------------------------------------------------------------------------- fused GEMM update
+def _openblas_libraries():
+    """(path, ctypes library) of each OpenBLAS shipped inside numpy's wheel (numpy.libs), in name order."""
+    import ctypes
+    import glob
+
+    libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
+        try:
+            yield path, ctypes.CDLL(path)
+        except OSError:
+            continue
+
+
+def _find_gemm():
+    """numpy's own BLAS (OpenBLAS in the PyPI wheels) through ctypes, for C <- beta C + alpha A^T B.
+
+    numpy's ``matmul`` cannot accumulate into its output; BLAS ``gemm`` can, which lets the update
+    of [U W] read and write that (|V|, h + (n-1)m) array once instead of three times. Returns
+    {dtype: function} or {} when the library is not found (then numpy is used: same result)."""
+    import ctypes
+
+    for path, lib in _openblas_libraries():
+        found = {}
+        for prefix, suffix, intt in (("scipy_cblas_", "64_", ctypes.c_int64), ("scipy_cblas_", "", ctypes.c_int),
+                                     ("cblas_", "", ctypes.c_int64 if "64" in os.path.basename(path) else ctypes.c_int)):
+            for dt, letter, ft in ((np.float32, "s", ctypes.c_float), (np.float64, "d", ctypes.c_double)):
+                f = getattr(lib, f"{prefix}{letter}gemm{suffix}", None)
+                if f is None:
+                    continue
+                f.restype = None
+                f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, intt, intt, intt, ft, ctypes.c_void_p,
+                              intt, ctypes.c_void_p, intt, ft, ctypes.c_void_p, intt]
+                found[np.dtype(dt)] = f
+            if found:
+                return found
+    return {}
+
+
+_GEMM = _find_gemm()
+
+
+def _gemm_blas(Cm, A, B, alpha, beta) -> bool:
+    f = _GEMM.get(Cm.dtype)
+    if f is None or not Cm.flags.c_contiguous or A.dtype != Cm.dtype or B.dtype != Cm.dtype:
+        return False
+    if A.strides[1] != A.itemsize or B.strides[1] != B.itemsize:
+        return False
+    M, N = Cm.shape  # C (M, N) <- beta C + alpha A^T B, A (K, M), B (K, N), all row-major
+    K = A.shape[0]
+    lda, ldb = A.strides[0] // A.itemsize, B.strides[0] // B.itemsize
+    # CblasRowMajor = 101, CblasTrans = 112, CblasNoTrans = 111
+    f(101, 112, 111, M, N, K, alpha, A.ctypes.data, max(lda, 1), B.ctypes.data, max(ldb, 1),
+      beta, Cm.ctypes.data, max(N, 1))
+    return True
+
+
+def gemm_update(Cm: np.ndarray, A: np.ndarray, B: np.ndarray, alpha: float, beta: float) -> None:
+    """In place: Cm <- beta Cm + alpha A^T B   (Cm (M, N), A (K, M), B (K, N))."""
+    if Cm.size == 0:
+        return
+    if not _gemm_blas(Cm, A, B, alpha, beta):
+        G = A.T @ B  # (M, N) the gradient, stored once
+        if beta != 1.0:
+            Cm *= beta
+        G *= alpha
+        Cm += G
+
+
+def _self_test() -> None:
+    """Disable the BLAS path if it disagrees with numpy on a small case (wrong ABI, etc.)."""
+    rng = np.random.default_rng(0)
+    for dt in list(_GEMM):
+        Cm = rng.standard_normal((7, 5)).astype(dt)
+        A = rng.standard_normal((3, 9)).astype(dt)[:, :7]  # strided rows, like the real call
+        B = rng.standard_normal((3, 6)).astype(dt)[:, :5]
+        want = 0.5 * Cm - 2.0 * (A.T @ B)
+        try:
+            ok = _gemm_blas(Cm, A, B, -2.0, 0.5) and np.allclose(Cm, want, rtol=1e-4, atol=1e-4)
+        except Exception:  # pragma: no cover - exotic BLAS builds
+            ok = False
+        if not ok:
+            del _GEMM[dt]
+
+
+_self_test()
+
+
+# --------------------------------------------------------------------------- row-parallel loops
+_POOL = {}
+
+
+def _threads() -> int:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        v = os.environ.get(var, "")
+        if v.isdigit() and int(v) > 0:
+            return int(v)
+    return os.cpu_count() or 1
+
+
+def rowwise(fn, K: int, size: int) -> None:
+    """Run ``fn(lo, hi)`` over blocks of rows 0..K: on as many threads as BLAS uses when the array is
+    big (numpy releases the GIL inside ufuncs), else in one call. Each row is computed the same
+    way either way, so results do not depend on the number of threads."""
+    T = min(_threads(), K)
+    if T <= 1 or size < (1 << 19):
+        fn(0, K)
+        return
+    pool = _POOL.get(T)
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = _POOL[T] = ThreadPoolExecutor(T, thread_name_prefix="nplm-rows")
+    bounds = [K * i // T for i in range(T + 1)]
+    for f in [pool.submit(fn, bounds[i], bounds[i + 1]) for i in range(T)]:
+        f.result()
+
+
+def blas_info() -> dict:
+    """The BLAS numpy uses and its thread count now: {"name": ..., "threads": int or None}."""
+    name = "unknown"
+    try:
+        deps = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        name = f"{deps.get('name', '?')} {deps.get('version', '')}".strip()
+    except Exception:  # noqa: BLE001 -- older numpy: no dict mode
+        pass
+    threads = None
+    import ctypes
+
+    for _, lib in _openblas_libraries():
+        for fn in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads"):
+            f = getattr(lib, fn, None)
+            if f is not None:
+                f.restype = ctypes.c_int
+                threads = int(f())
+                break
+        if threads is not None:
+            break
+    return {"name": name, "threads": threads}

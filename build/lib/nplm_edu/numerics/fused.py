@@ -1,0 +1,249 @@
+"""The NPLM's forward and backward passes made fast: the same arithmetic as the reference
+(:mod:`nplm_edu.models.nplm`, tested equal in float64), arranged for speed.
+
+What changes against the reference (the output layer is ~99% of the work at |V| = 17,907):
+
+- U and W live side by side in one array ``[U W]`` (|V|, h + (n-1)m); ``params["U"]`` and
+  ``params["W"]`` are views of it, so ``y = b + [U W] [a x]`` is ONE matrix product, and so are the
+  gradients of ``[a x]`` and of ``[U W]`` (``z = [a x]`` is built once, in a reused buffer).
+- The softmax and its gradient are computed in place in one preallocated (K, |V|) buffer, in blocks
+  of 16 rows that stay in cache, on as many threads as BLAS uses (:func:`softmax_inplace`).
+- :meth:`FusedNPLM.sgd_update` updates the parameters as the gradients are found, as the paper's
+  algorithm does (section 3.2): one BLAS call does [U W] <- (1 - lr wd) [U W] - lr dL/dy^T [a x]
+  without storing the (|V|, h + (n-1)m) gradient; only the rows of C of the words in the batch get
+  a gradient step (weight decay still shrinks all of C).
+
+:func:`features`, :func:`softmax_inplace`, :func:`nll_grad_inplace` and :func:`features_backward` are
+the pieces; :class:`FusedNPLM` joins them for one process, and the output-block trainer
+(:mod:`nplm_edu.training.parallel.output_block`) joins them with MPI collectives in between.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UserError
+from ..models.nplm import NPLM, NPLMConfig
+from ..models.output import FullSoftmax
+from .blas import gemm_update, rowwise, segment_sum
+
+
+# --------------------------------------------------------------------------- the pieces
+def features(P: dict, contexts: np.ndarray, z: np.ndarray, h: int, mask_x=None, mask_a=None):
+    """Fill z = [a x] (K, h + (n-1)m) in place; returns (ids (K, n-1), tanh'(o) (K, h)).
+
+    x = (C(w_{t-1}), ..., C(w_{t-n+1})), o = d + H x, a = tanh(o), with dropout masks if given."""
+    K = contexts.shape[0]
+    ids = contexts[:, ::-1]  # (K, n-1) paper's order: w_{t-1}, w_{t-2}, ..., w_{t-n+1}
+    x = z[:, h:]  # (K, (n-1)m)
+    x[:] = P["C"][ids].reshape(K, x.shape[1])  # x = (C(w_{t-1}), ..., C(w_{t-n+1}))
+    if mask_x is not None:
+        x *= mask_x  # dropout on x
+    a = z[:, :h]  # (K, h)
+    np.matmul(x, P["H"].T, out=a)  # o = H x
+    a += P["d"]  # o = d + H x
+    np.tanh(a, out=a)  # a = tanh(o)
+    dtanh = 1 - a * a  # (K, h) tanh'(o), before a is dropped
+    if mask_a is not None:
+        a *= mask_a  # dropout on a
+    return ids, dtanh
+
+
+def softmax_inplace(y: np.ndarray, reduce=None) -> tuple[np.ndarray, np.ndarray]:
+    """In place: y <- exp(y - max y) row by row; returns (row max, row sum of exp(y - max)) in y's dtype.
+
+    ``reduce(buf, op)``, for a block of the columns (output-block training): combines the row maxima
+    ("MAX") and the sums ("SUM") with the other blocks, so every block is normalised alike."""
+    K = y.shape[0]
+    mx, s = np.empty(K, y.dtype), np.empty(K, y.dtype)
+    if reduce is None:
+        def block(lo, hi):
+            for r in range(lo, hi, 16):  # 16 rows (1.1 MB on Brown) stay in cache for the 4 passes
+                r2 = min(r + 16, hi)
+                yb = y[r:r2]  # (rows, |V|)
+                m = yb.max(axis=1, keepdims=True)
+                yb -= m  # subtract the max before exponentiating (section 2)
+                np.exp(yb, out=yb)  # unnormalised probabilities in [0, 1]
+                s[r:r2] = yb.sum(axis=1)  # pairwise summation: accurate in float32 too
+                mx[r:r2] = m[:, 0]
+
+        rowwise(block, K, y.size)
+        return mx, s
+    if y.shape[1]:
+        y.max(axis=1, out=mx)
+    else:
+        mx.fill(-np.inf)  # an empty block contributes nothing
+    reduce(mx, "MAX")  # the max over all |V| units
+    y -= mx[:, None]
+    np.exp(y, out=y)
+    y.sum(axis=1, out=s)
+    reduce(s, "SUM")  # the sum over all |V| units
+    return mx, s
+
+
+def nll_grad_inplace(e: np.ndarray, s: np.ndarray, rows: np.ndarray, cols: np.ndarray, K: int) -> None:
+    """In place: e = exp(y - max) <- dL/dy = (p - onehot(w_t)) / K, the gradient of the mean NLL,
+    with p = e / s; the targets are at (rows, cols) (for a block of units: only those it holds)."""
+    scale = (1.0 / (s.astype(np.float64) * K)).astype(e.dtype)[:, None]  # (K, 1)
+
+    def block(lo, hi):
+        e[lo:hi] *= scale[lo:hi]  # p / K, in place  (K, |V|)
+
+    rowwise(block, e.shape[0], e.size)
+    e[rows, cols] -= e.dtype.type(1.0 / K)
+
+
+def features_backward(P: dict, gz: np.ndarray, dtanh: np.ndarray, h: int, mask_x=None, mask_a=None):
+    """From dL/d[a x] (K, h + (n-1)m) back to the features, in place: returns (dL/do (K, h),
+    dL/dx (K, (n-1)m), a view of gz)."""
+    ga = gz[:, :h]  # dL/da  (K, h)
+    if mask_a is not None:
+        ga *= mask_a  # backward through dropout on a
+    go = ga * dtanh  # backward through a = tanh(o): dL/do = (1 - a^2) dL/da   (K, h)
+    gx = gz[:, h:]  # dL/dx through the direct connections  (K, (n-1)m)
+    gx += go @ P["H"]  # backward through o = d + H x: dL/dx += dL/do H
+    if mask_x is not None:
+        gx *= mask_x  # backward through dropout on x
+    return go, gx
+
+
+# --------------------------------------------------------------------------- the network
+class FusedNPLM(NPLM):
+    """The NPLM with the full softmax, fused for speed: same parameters, same initial values and the
+    same numbers (up to rounding) as :class:`~nplm_edu.models.nplm.NPLM`.
+
+    ``params`` entries may be modified in place or replaced by new arrays (the next call re-fuses
+    U and W; the dict then holds views again)."""
+
+    def __init__(self, config: NPLMConfig, output=None):
+        if output is not None and type(output) is not FullSoftmax:
+            raise UserError("the fused network has the full softmax only; use NPLM for other output layers")
+        super().__init__(config)
+        h = config.h
+        if config.direct:
+            P = self.params
+            self._UW = np.concatenate([P["U"], P["W"]], axis=1)  # (|V|, h + (n-1)m): [U W] in one array
+            P["U"], P["W"] = self._UW[:, :h], self._UW[:, h:]
+        self._buf: dict[str, np.ndarray] = {}
+
+    def _output_weights(self) -> np.ndarray:
+        """[U W] (|V|, h + (n-1)m) as one array; re-fused if someone replaced params["U"/"W"]."""
+        P, h = self.params, self.config.h
+        if not self.config.direct:
+            return P["U"]
+        if P["U"].base is not self._UW or P["W"].base is not self._UW:
+            self._UW = np.concatenate([P["U"], P["W"]], axis=1).astype(self.config.dtype)
+            P["U"], P["W"] = self._UW[:, :h], self._UW[:, h:]
+        return self._UW
+
+    def _buffer(self, name: str, shape: tuple) -> np.ndarray:
+        """A preallocated work array, reused while the batch size stays the same."""
+        b = self._buf.get(name)
+        if b is None or b.shape != shape:
+            b = self._buf[name] = np.empty(shape, self.config.dtype)
+        return b
+
+    # ----------------------------------------------------------------- forward / backward
+    def _forward(self, contexts: np.ndarray, mask_x=None, mask_a=None) -> dict:
+        """z = [a x] and the logits y (in a reusable buffer). Caches what backward needs."""
+        P, cfg = self.params, self.config
+        K, h = contexts.shape[0], cfg.h
+        UW = self._output_weights()
+        D = UW.shape[1]  # h + (n-1)m with direct connections, h without
+        z = self._buffer("z", (K, h + (cfg.n - 1) * cfg.m))  # [a x]  (K, h + (n-1)m)
+        ids, dtanh = features(P, contexts, z, h, mask_x, mask_a)
+        y = self._buffer("y", (K, cfg.V))  # (K, |V|)
+        np.matmul(z[:, :D], UW.T, out=y)  # y = U a + W x  (one product with [U W])
+        y += P["b"]  # y = b + W x + U a
+        return {"ids": ids, "z": z, "dtanh": dtanh, "y": y, "UW": UW, "mask_x": mask_x, "mask_a": mask_a}
+
+    def _backward(self, cache: dict, targets: np.ndarray):
+        """Softmax + mean NLL, then its gradient back to the features.
+
+        Returns (loss, dL/dy (K, |V|) in the y buffer, dL/d[a x] (K, h + (n-1)m), dL/do (K, h), dL/dx)."""
+        y, z, UW = cache["y"], cache["z"], cache["UW"]
+        K, h = y.shape[0], self.config.h
+        rows = np.arange(K)
+        yt = y[rows, targets].astype(np.float64)  # (K,) target logits, before y is overwritten
+        mx, s = softmax_inplace(y)  # y <- exp(y - max)
+        lse = mx.astype(np.float64) + np.log(s.astype(np.float64))  # log sum exp(y)
+        loss = float(np.mean(lse - yt))  # mean negative log-likelihood
+        nll_grad_inplace(y, s, rows, targets, K)  # backward through softmax + NLL
+        gy = y
+        # backward through y = [U W] [a x] + b: dL/d[a x] = dL/dy [U W]
+        # (computed transposed, [U W]^T dL/dy^T: OpenBLAS splits that shape well across threads)
+        gzT = self._buffer("gzT", (z.shape[1], K))  # (h + (n-1)m, K)
+        D = UW.shape[1]
+        np.matmul(UW.T, gy.T, out=gzT[:D])
+        if D < z.shape[1]:  # no direct connections: y does not depend on x directly
+            gzT[D:] = 0
+        gz = gzT.T  # (K, h + (n-1)m)
+        go, gx = features_backward(self.params, gz, cache["dtanh"], h, cache["mask_x"], cache["mask_a"])
+        return loss, gy, gz, go, gx
+
+    def loss_and_grads(self, contexts, targets, mask_x=None, mask_a=None):
+        """As :meth:`~nplm_edu.models.nplm.NPLM.loss_and_grads` (the gradient arrays may be reused by the next call)."""
+        contexts, targets = self.check_ids(contexts, targets)
+        cfg, P = self.config, self.params
+        cache = self._forward(contexts, mask_x, mask_a)
+        loss, gy, gz, go, gx = self._backward(cache, targets)
+        z, h, D = cache["z"], cfg.h, cache["UW"].shape[1]
+        g = {}
+        gUW = gy.T @ z[:, :D]  # dL/d[U W] = dL/dy^T [a x]   (|V|, h + (n-1)m)
+        g["U"] = gUW[:, :h]
+        if cfg.direct:
+            g["W"] = gUW[:, h:]
+        g["b"] = gy.sum(axis=0)  # dL/db  (|V|,)
+        g["H"] = go.T @ z[:, h:]  # dL/dH = dL/do^T x   (h, (n-1)m)
+        g["d"] = go.sum(axis=0)  # dL/dd   (h,)
+        # backward through the look-up: each slot's gradient added to its word's row of C
+        words, sums = segment_sum(cache["ids"].ravel(), gx.reshape(-1, cfg.m))
+        gC = np.zeros_like(P["C"])
+        gC[words] = sums  # (|V|, m), rows of words absent from the batch stay 0
+        g["C"] = gC
+        if self.tied:
+            g["C"] += g.pop("U")
+        return loss, {k: g[k] for k in P if k in g}
+
+    def sgd_update(self, contexts, targets, lr: float, weight_decay: float) -> float:
+        """One step of the paper's rule on a batch, updating the parameters as the gradients are found:
+        p <- p - lr (g + weight_decay p) for C, H, U, W and p <- p - lr g for b, d (section 4; equal up
+        to rounding to :func:`nplm_edu.training.optim.sgd_step` on :meth:`loss_and_grads`).
+        Returns the batch's mean NLL (before the step)."""
+        if self.tied:
+            raise UserError("the fused SGD update does not support tied embeddings: use loss_and_grads")
+        contexts, targets = self.check_ids(contexts, targets)
+        cfg, P = self.config, self.params
+        cache = self._forward(contexts)
+        loss, gy, gz, go, gx = self._backward(cache, targets)
+        z, h, UW = cache["z"], cfg.h, cache["UW"]
+        keep = 1.0 - lr * weight_decay  # weight decay: p <- (1 - lr wd) p - lr g
+        gb = gy.sum(axis=0)  # (|V|,)
+        # [U W] <- keep [U W] - lr gy^T [a x]   (one fused GEMM when BLAS is reachable)
+        gemm_update(UW, gy, z[:, :UW.shape[1]], alpha=-lr, beta=keep)
+        P["b"] -= lr * gb
+        gH = go.T @ z[:, h:]  # (h, (n-1)m)
+        P["H"] *= keep
+        P["H"] -= lr * gH
+        P["d"] -= lr * go.sum(axis=0)
+        words, sums = segment_sum(cache["ids"].ravel(), gx.reshape(-1, cfg.m))
+        C = P["C"]
+        if weight_decay:
+            C *= keep  # weight decay on the whole table
+        C[words] -= lr * sums  # only the rows of the words in the batch get a gradient step
+        return loss
+
+    # ----------------------------------------------------------------- probabilities
+    def log_probs(self, contexts):
+        contexts, _ = self.check_ids(contexts)
+        y = self._forward(contexts)["y"].astype(np.float64)  # (K, |V|)
+        y -= y.max(axis=1, keepdims=True)
+        return y - np.log(np.exp(y).sum(axis=1, keepdims=True))
+
+    def log_prob(self, contexts, targets):
+        """log P(w_t | context) of each target (K,), without building a float64 (K, |V|) array."""
+        contexts, targets = self.check_ids(contexts, targets)
+        y = self._forward(contexts)["y"]  # (K, |V|)
+        yt = y[np.arange(len(targets)), targets].astype(np.float64)  # (K,) target logits
+        mx, s = softmax_inplace(y)
+        return yt - (mx.astype(np.float64) + np.log(s.astype(np.float64)))

@@ -1,0 +1,240 @@
+"""The recurrent language models made fast: the same arithmetic as the references
+(:mod:`nplm_edu.models.rnn`, :mod:`nplm_edu.models.lstm`; tested equal in float64), arranged for speed.
+
+What changes against the reference:
+
+- the input part of every step, x_t Wx^T + d, is ONE product for all T B positions before the loop
+  (only h_{t-1} Wh^T, all four gates of the LSTM at once, stays inside the loop);
+- the gate nonlinearities are applied in place (the LSTM's gates are stacked i, f, o, g so the
+  three sigmoids are one contiguous block), in preallocated buffers reused from batch to batch;
+- the backward loop only computes dL/dz_t and dL/dh_{t-1}; the gradients of Wx, Wh, d and of the
+  inputs x are then ONE product each over all T B positions;
+- the full softmax output layer computes the logits of all T B positions in one product into a
+  reused (T B, |V|) buffer, and the softmax and its gradient in place
+  (:func:`~nplm_edu.numerics.fused.softmax_inplace`, :func:`~nplm_edu.numerics.fused.nll_grad_inplace`);
+  other output layers are called through their interface;
+- the gradient of C is a segment sum (:func:`~nplm_edu.numerics.blas.segment_sum`), not ``np.add.at``.
+
+The gradients returned live in buffers that the next call overwrites: use them before calling again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..models.lstm import LSTM
+from ..models.output import FullSoftmax
+from ..models.rnn import ElmanRNN, RecurrentConfig, check_batch
+from .blas import segment_sum
+from .fused import nll_grad_inplace, softmax_inplace
+
+
+class _Fast:
+    """The fast forward/backward shared by :class:`FastRNN` and :class:`FastLSTM` (a mixin)."""
+
+    def _buffer(self, name: str, shape: tuple, zero: bool = False) -> np.ndarray:
+        bufs = self.__dict__.setdefault("_buf", {})
+        b = bufs.get(name)
+        if b is None or b.shape != shape:
+            b = bufs[name] = np.empty(shape, self.config.dtype)
+        if zero:
+            b.fill(0)
+        return b
+
+    def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
+        X, _ = check_batch(X, None, self.V)
+        P, (B, T), h = self.params, X.shape, self.config.h
+        state = self._start(X, state)
+        resets = None if resets is None else np.asarray(resets, bool)
+        x = self._buffer("x", (T, B, self.config.m))
+        np.take(P["C"], X.T, axis=0, out=x)  # (T, B, m) x_t = C(w_t)
+        if mask_x is not None:
+            x *= mask_x  # dropout on x
+        z = self._buffer("z", (T, B, self.G * h))  # pre-activations, then the gates, in place
+        np.matmul(x.reshape(T * B, -1), P["Wx"].T, out=z.reshape(T * B, -1))  # x_t Wx^T for every t at once
+        z += P["d"]
+        hs = self._buffer("hs", (T + 1, B, h))  # hs[t + 1] = h_t
+        hs[0] = state[0]
+        prev = hs[:T] if resets is None else self._buffer("prev", (T, B, h))  # h_{t-1} as step t reads it
+        cache = {"X": X, "x": x, "z": z, "hs": hs, "prev": prev, "resets": resets, "mask_x": mask_x}
+        self._recur(cache, state, resets)
+        a = hs[1:]
+        if mask_a is not None:
+            a = np.multiply(a, mask_a, out=self._buffer("a", (T, B, h)))  # dropout on h_t
+        cache["inputs"] = {"U": a.reshape(T * B, h)}
+        return cache
+
+    def _output(self, cache, targets):
+        """Mean NLL and dL/d(output inputs) (T B, h), grads of U and b: fused for the full softmax."""
+        P, inputs = self.params, cache["inputs"]
+        if type(self.output) is not FullSoftmax:
+            loss, oc = self.output.loss(P, inputs, targets)
+            g_in, grads = self.output.backward(P, oc)
+            return loss, g_in["U"], grads
+        A = inputs["U"]  # (N, h), N = T B
+        N = A.shape[0]
+        y = self._buffer("y", (N, self.V))
+        np.matmul(A, P["U"].T, out=y)  # the logits of all T B positions in one product
+        y += P["b"]  # (N, |V|)
+        rows = np.arange(N)
+        yt = y[rows, targets].astype(np.float64)  # target logits, before y is overwritten
+        mx, s = softmax_inplace(y)
+        loss = float(np.mean(mx.astype(np.float64) + np.log(s.astype(np.float64)) - yt))
+        nll_grad_inplace(y, s, rows, targets, N)  # y <- dL/dy = (p - onehot) / N
+        gU = np.matmul(y.T, A, out=self._buffer("gU", P["U"].shape))  # (|V|, h)
+        gb = np.sum(y, axis=0, out=self._buffer("gb", P["b"].shape))  # (|V|,)
+        gA = np.matmul(y, P["U"], out=self._buffer("gA", A.shape))  # (N, h)
+        return loss, gA, {"U": gU, "b": gb}
+
+    def loss_and_grads(self, X, Y, state=None, mask_x=None, mask_a=None, resets=None):
+        loss, grads, state, words = self.loss_and_sparse_grads(X, Y, state, mask_x, mask_a, resets)
+        gC = self._buffer("gC", self.params["C"].shape, zero=True)
+        gC[words] = grads["C"]  # the rows of the words in the batch; the others are 0
+        return loss, {**grads, "C": gC}, state
+
+    def loss_and_sparse_grads(self, X, Y, state=None, mask_x=None, mask_a=None, resets=None):
+        """As :meth:`loss_and_grads`, but the gradient of C is given by its nonzero rows only: returns
+        (loss, grads with grads["C"] the (k, m) rows, state, the k word ids of those rows)."""
+        X, Y = check_batch(X, Y, self.V)
+        P = self.params
+        (B, T), h = X.shape, self.config.h
+        cache = self.forward(X, state, mask_x, mask_a, resets)
+        loss, gA, grads = self._output(cache, Y.T.reshape(-1))
+        ga = gA.reshape(T, B, h)
+        if mask_a is not None:
+            ga *= mask_a  # backward through dropout on h_t
+        gz = self._backrecur(cache, ga)  # dL/dz_t for every t  (T, B, G h)
+        gz2, x2 = gz.reshape(T * B, -1), cache["x"].reshape(T * B, -1)
+        grads["Wx"] = np.matmul(gz2.T, x2, out=self._buffer("gWx", P["Wx"].shape))  # one product over all t
+        grads["Wh"] = np.matmul(gz2.T, cache["prev"].reshape(T * B, h), out=self._buffer("gWh", P["Wh"].shape))
+        grads["d"] = np.sum(gz2, axis=0, out=self._buffer("gd", P["d"].shape))
+        gx = np.matmul(gz2, P["Wx"], out=self._buffer("gx", x2.shape))  # (T B, m)
+        if mask_x is not None:
+            gx *= mask_x.reshape(T * B, -1)  # backward through dropout on x
+        words, grads["C"] = segment_sum(X.T.ravel(), gx)  # each word's rows of dL/dx added up
+        return loss, {k: grads[k] for k in P}, cache["state"], words
+
+    def chunk_log_prob(self, X, Y, state, resets=None):
+        if type(self.output) is not FullSoftmax:
+            return super().chunk_log_prob(X, Y, state, resets)
+        cache = self.forward(X, state, resets=resets)
+        A, P = cache["inputs"]["U"], self.params
+        y = np.matmul(A, P["U"].T, out=self._buffer("y", (A.shape[0], self.V)))
+        y += P["b"]
+        targets = Y.T.reshape(-1)
+        yt = y[np.arange(len(targets)), targets].astype(np.float64)
+        mx, s = softmax_inplace(y)
+        lp = yt - mx.astype(np.float64) - np.log(s.astype(np.float64))
+        return lp.reshape(X.shape[1], X.shape[0]).T, cache["state"]
+
+
+class FastRNN(_Fast, ElmanRNN):
+    """:class:`~nplm_edu.models.rnn.ElmanRNN`, fast: same parameters, same initial values, same numbers."""
+
+    def _recur(self, cache, state, resets):
+        P, z, hs, prev = self.params, cache["z"], cache["hs"], cache["prev"]
+        WhT = P["Wh"].T
+        tmp = self._buffer("tmp", hs[0].shape)
+        for t in range(z.shape[0]):
+            if resets is not None:
+                np.multiply(hs[t], ~resets[:, t, None], out=prev[t])  # a reset: h_{t-1} := 0
+            np.matmul(prev[t], WhT, out=tmp)
+            z[t] += tmp  # pre_t = x_t Wx^T + d + h_{t-1} Wh^T
+            np.tanh(z[t], out=hs[t + 1])  # h_t
+        cache["state"] = (hs[-1].copy(),)
+
+    def _backrecur(self, cache, ga):
+        P, hs, resets = self.params, cache["hs"], cache["resets"]
+        T = ga.shape[0]
+        gz = self._buffer("gz", ga.shape)  # dL/dpre_t  (T, B, h)
+        gh = self._buffer("gh", ga.shape[1:], zero=True)  # dL/dh_t through step t+1
+        for t in reversed(range(T)):
+            gh += ga[t]  # dL/dh_t
+            np.multiply(hs[t + 1], hs[t + 1], out=gz[t])
+            np.subtract(1, gz[t], out=gz[t])
+            gz[t] *= gh  # backward through tanh: (1 - h_t^2) dL/dh_t
+            np.matmul(gz[t], P["Wh"], out=gh)  # dL/dh_{t-1}
+            if resets is not None:
+                gh *= ~resets[:, t, None]  # backward through a reset
+        return gz
+
+
+class FastLSTM(_Fast, LSTM):
+    """:class:`~nplm_edu.models.lstm.LSTM`, fast: same parameters, same initial values, same numbers."""
+
+    def _recur(self, cache, state, resets):
+        P, z, hs, h = self.params, cache["z"], cache["hs"], self.config.h
+        T = z.shape[0]
+        ss = cache["ss"] = self._buffer("ss", hs.shape)  # ss[t + 1] = s_t
+        ss[0] = state[1]
+        prev_s = ss[:T] if resets is None else self._buffer("prev_s", (T,) + hs.shape[1:])
+        cache["prev_s"] = prev_s
+        prev = cache["prev"]
+        WhT = P["Wh"].T
+        tmp = self._buffer("tmp", z.shape[1:])
+        tanh_s = cache["tanh_s"] = self._buffer("tanh_s", (T,) + hs.shape[1:])
+        with np.errstate(over="ignore"):
+            for t in range(T):
+                if resets is not None:
+                    keep = ~resets[:, t, None]
+                    np.multiply(hs[t], keep, out=prev[t])  # a reset: h_{t-1} := 0 ...
+                    np.multiply(ss[t], keep, out=prev_s[t])  # ... and s_{t-1} := 0
+                np.matmul(prev[t], WhT, out=tmp)
+                zt = z[t]
+                zt += tmp  # z_t = x_t Wx^T + h_{t-1} Wh^T + d: the four gates in one product
+                sig = zt[:, :3 * h]  # i, f, o: sigma in place
+                np.negative(sig, out=sig)
+                np.exp(sig, out=sig)
+                sig += 1
+                np.reciprocal(sig, out=sig)
+                np.tanh(zt[:, 3 * h:], out=zt[:, 3 * h:])  # g = phi(.)
+                i, f, o, g = zt[:, :h], zt[:, h:2 * h], zt[:, 2 * h:3 * h], zt[:, 3 * h:]
+                np.multiply(g, i, out=ss[t + 1])
+                ss[t + 1] += prev_s[t] * f  # s_t = g_t i_t + s_{t-1} f_t
+                np.tanh(ss[t + 1], out=tanh_s[t])
+                np.multiply(o, tanh_s[t], out=hs[t + 1])  # h_t = o_t phi(s_t)
+        cache["state"] = (hs[-1].copy(), ss[-1].copy())
+
+    def _backrecur(self, cache, ga):
+        P, gates, resets, h = self.params, cache["z"], cache["resets"], self.config.h
+        T, B = ga.shape[:2]
+        gz = self._buffer("gz", gates.shape)  # dL/dz_t  (T, B, 4h)
+        gh = self._buffer("gh", (B, h), zero=True)  # dL/dh_t through step t+1
+        gs = self._buffer("gs", (B, h), zero=True)  # dL/ds_t through step t+1
+        tmp = self._buffer("tmp_b", (B, h))
+        for t in reversed(range(T)):
+            i, f, o, g = (gates[t][:, k * h:(k + 1) * h] for k in range(4))
+            gi, gf, go, gg = (gz[t][:, k * h:(k + 1) * h] for k in range(4))
+            th = cache["tanh_s"][t]
+            gh += ga[t]  # dL/dh_t
+            np.multiply(gh, th, out=go)  # dL/do_t = dL/dh_t phi(s_t)
+            np.multiply(th, th, out=tmp)
+            np.subtract(1, tmp, out=tmp)
+            tmp *= o
+            tmp *= gh
+            gs += tmp  # dL/ds_t = dL/ds_t(next) + dL/dh_t o_t (1 - phi(s_t)^2)
+            np.multiply(gs, g, out=gi)  # dL/di_t
+            np.multiply(gs, i, out=gg)  # dL/dg_t
+            np.multiply(gs, cache["prev_s"][t], out=gf)  # dL/df_t
+            gs *= f  # dL/ds_{t-1}
+            for gk, k in ((gi, i), (gf, f), (go, o)):  # sigma' = sigma (1 - sigma)
+                np.subtract(1, k, out=tmp)
+                tmp *= k
+                gk *= tmp
+            np.multiply(g, g, out=tmp)
+            np.subtract(1, tmp, out=tmp)
+            gg *= tmp  # phi' = 1 - g^2
+            np.matmul(gz[t], P["Wh"], out=gh)  # dL/dh_{t-1}
+            if resets is not None:
+                keep = ~resets[:, t, None]
+                gh *= keep  # backward through a reset
+                gs *= keep
+        return gz
+
+
+def recurrent_model(config: RecurrentConfig, output=None, fast: bool = True):
+    """The model of ``config.cell``: the fast version (default) or the reference one."""
+    config.validate()
+    if config.cell == "rnn":
+        return (FastRNN if fast else ElmanRNN)(config, output)
+    return (FastLSTM if fast else LSTM)(config, output)

@@ -1,0 +1,200 @@
+"""One checkpoint format for every trainer: parameters, best parameters, optimizer state, and JSON.
+
+``checkpoint.npz`` holds plain arrays and one JSON string (``meta``), so it loads with
+``allow_pickle=False``: a checkpoint from elsewhere can never run code. ``meta`` holds the format
+tag, the model's kind and configuration, the training configuration, the :class:`TrainState` and a
+fingerprint of the data it was trained on, so a resumed run continues exactly where the
+interrupted one stopped, on the same data, or refuses with one line.
+
+Writes are atomic (a temporary file in the same folder, fsync, rename): a kill during a write
+leaves the previous checkpoint whole; temporary files left by a kill are removed by the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from ..data.files import atomic_write
+from ..errors import UserError
+
+FORMAT = "nplm-edu-checkpoint-2"
+
+
+class TrainingDiverged(UserError):
+    """The loss or the parameters became NaN, infinite or exploded."""
+
+
+@dataclass
+class TrainState:
+    """Where a training run is: enough to continue it bit for bit after an interruption."""
+
+    step: int = 0  # updates done
+    epoch: int = 0  # epochs done
+    batch_in_epoch: int = 0  # batches done in the current epoch
+    rng_state: dict | None = None  # the example-order generator at the start of the current epoch
+    drop_state: dict | None = None  # the dropout-mask generator now
+    loss_sum: float = 0.0  # training NLL summed over the current epoch's examples so far
+    loss_count: int = 0
+    best_valid: float | None = None
+    best_epoch: int | None = None
+    bad_epochs: int = 0  # epochs since the best validation perplexity
+    history: list = field(default_factory=list)  # one dict per finished epoch
+    epoch_seconds: float = 0.0  # time already spent in the current epoch
+    done: bool = False  # early stopping has ended the run
+
+    @classmethod
+    def from_meta(cls, d: dict) -> "TrainState":
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown state fields {sorted(unknown)}")
+        kinds = {"int": (int,), "float": (int, float), "dict": (dict,), "list": (list,), "bool": (bool,),
+                 "None": (type(None),)}
+        for f in fields(cls):  # JSON of the right types, else a resumed run would fail deep inside
+            if f.name in d:
+                v, allowed = d[f.name], sum((kinds[t.strip()] for t in str(f.type).split("|")), ())
+                if not isinstance(v, allowed) or (isinstance(v, bool) and bool not in allowed):
+                    raise ValueError(f"state field {f.name!r} is {v!r}, not {f.type}")
+        if not all(isinstance(e, dict) for e in d.get("history", [])):
+            raise ValueError("state field 'history' is not a list of epochs")
+        for name in ("rng_state", "drop_state"):
+            if d.get(name) is not None:
+                np.random.PCG64().state = d[name]  # ValueError or TypeError unless a generator's state
+        return cls(**d)
+
+
+def data_fingerprint(V: int, *arrays) -> str:
+    """A short hash of the vocabulary size and the token arrays (training targets, validation targets):
+    a checkpoint resumes only on the data it was trained on."""
+    h = hashlib.sha256(f"V={V}".encode())
+    for a in arrays:
+        if a is not None:
+            a = np.ascontiguousarray(a)
+            h.update(f"{a.dtype}{a.shape}".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:20]
+
+
+def remove_stale_temporaries(path) -> None:
+    """Delete ``<checkpoint>.*.tmp`` files left behind by a process killed while writing."""
+    path = Path(path)
+    if path.parent.is_dir():
+        for tmp in path.parent.glob(path.name + ".*.tmp"):
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+
+def check_writable(folder) -> Path:
+    """Create ``folder`` if needed and prove it is writable now, before any training: one clear line if not."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise UserError(f"cannot write to {folder}: {e.strerror or e}") from None
+    return folder
+
+
+def save_checkpoint(path, params: dict, meta: dict, best: dict | None = None, extra: dict | None = None) -> None:
+    """Write ``path`` atomically. ``params``, ``best``: named arrays; ``extra``: more arrays (optimizer state);
+    ``meta``: JSON-able. Refuses (TrainingDiverged) when a parameter is not finite: the last good file stays."""
+    path = Path(path)
+    if not all(np.all(np.isfinite(p)) for p in params.values()):
+        raise TrainingDiverged(f"parameters are no longer finite: {path} not overwritten (the last good "
+                               "checkpoint is kept); try a smaller learning rate")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {f"param/{k}": v for k, v in params.items()}
+    arrays.update({f"best/{k}": v for k, v in (best or {}).items()})
+    arrays.update(extra or {})
+    arrays["meta"] = np.array(json.dumps(dict(meta, format=FORMAT)))
+    atomic_write(path, lambda f: np.savez(f, **arrays))
+
+
+REQUIRED_META = {"kind": str, "model": dict, "train": dict, "state": dict}
+
+
+def _what_went_wrong(path: Path, error: Exception) -> str:
+    """Why a file did not load as a checkpoint, named from its first bytes where they tell."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as e:  # a folder, no permission ...
+        return e.strerror or str(e)
+    if not head:
+        return "an empty file"
+    if head.startswith(b"\x93NUMPY"):
+        return "a single numpy array (.npy), not a checkpoint archive"
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "a Python pickle, not loaded: it could run code"
+    if not head.startswith(b"PK"):
+        return "not a zip archive: another kind of file, or a damaged one"
+    if "pickle" in str(error).lower():
+        return "an archive holding pickled objects, not loaded: they could run code"
+    if "zip" in str(error).lower() or "eof" in str(error).lower():
+        return "a damaged zip archive, perhaps cut short"
+    return str(error)
+
+
+def load_checkpoint(path) -> tuple[dict, dict, dict | None, dict]:
+    """(meta, params, best params or None, extra arrays) from a checkpoint; one clear UserError for
+    anything else (a missing file, a truncated zip, pickled objects, a wrong or incomplete meta)."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"no checkpoint at {path}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            files = {k: z[k] for k in z.files}
+        if "meta" not in files:
+            raise ValueError("no meta entry")
+        meta = json.loads(str(files.pop("meta")))
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise ValueError(f"format is {meta.get('format') if isinstance(meta, dict) else None!r}, "
+                             f"not {FORMAT!r} (made by another version: train again)")
+        for key, typ in REQUIRED_META.items():
+            if not isinstance(meta.get(key), typ):
+                raise ValueError(f"meta field {key!r} is missing or not a {typ.__name__}")
+        TrainState.from_meta(meta["state"])
+    except Exception as e:  # noqa: BLE001 -- truncated zip, pickled objects, bad JSON, bad meta ...
+        raise UserError(f"{path} is not a readable nplm-edu checkpoint ({_what_went_wrong(path, e)})") from None
+    params = {k[6:]: v for k, v in files.items() if k.startswith("param/")}
+    best = {k[5:]: v for k, v in files.items() if k.startswith("best/")} or None
+    extra = {k: v for k, v in files.items() if not k.startswith(("param/", "best/"))}
+    return meta, params, best, extra
+
+
+def set_params(model, params: dict) -> None:
+    """Copy ``params`` into the model's arrays in place (keeps fused views fused); UserError on a mismatch."""
+    for k, p in model.params.items():
+        if k not in params or params[k].shape != p.shape:
+            raise UserError(f"checkpoint parameter {k} is missing or has the wrong shape")
+        p[...] = params[k]
+
+
+def model_from_checkpoint(path, best: bool = True):
+    """A fast NPLM (:class:`~nplm_edu.numerics.fused.FusedNPLM`) with the configuration and parameters of a
+    checkpoint: the best ones (lowest validation perplexity) when stored and ``best``, else the latest."""
+    from ..models.nplm import NPLMConfig
+    from ..numerics.fused import FusedNPLM
+
+    meta, params, best_params, _ = load_checkpoint(path)
+    if meta["kind"] != "nplm":
+        raise UserError(f"{path} holds a {meta['kind']} model, not an NPLM")
+    try:
+        model = FusedNPLM(NPLMConfig(**meta["model"]))
+    except TypeError as e:
+        raise UserError(f"{path} has an unreadable model configuration ({e})") from None
+    if meta["train"].get("tie"):
+        model.tie()
+    set_params(model, best_params if best and best_params is not None else params)
+    return model

@@ -1,0 +1,73 @@
+"""Gradient-norm clipping and the SGD step of the recurrent models.
+
+Backpropagation through time multiplies T Jacobians, so now and then one batch's gradient is huge
+(the exploding gradients of seed 003, section 2.4): one step along it throws the parameters far
+away. Pascanu et al. (2013) rescale the whole gradient when its norm exceeds a threshold c::
+
+    ||g|| = sqrt(sum over every parameter of the sum of its squared entries)
+    g <- g * min(1, c / ||g||)
+
+The direction is kept; only the length is capped. The step is then the paper's rule (section 4),
+with weight decay on the recurrent models' weight matrices (C, Wx, Wh, U), never on the biases::
+
+    p <- p - lr (g + weight_decay p)      p in C, Wx, Wh, U
+    p <- p - lr g                         p in d, b
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UserError
+
+
+def check_clip(max_norm: float) -> float:
+    """A clipping threshold: a finite number > 0, else one clear UserError."""
+    try:
+        c = float(max_norm)
+    except (TypeError, ValueError):
+        raise UserError(f"the clip norm must be a number > 0, got {max_norm!r}") from None
+    if not math.isfinite(c) or c <= 0:
+        raise UserError(f"the clip norm must be a finite number > 0, got {max_norm}")
+    return c
+
+
+def grad_norm(grads: dict) -> float:
+    """||g||: the Euclidean norm of all the gradients together (each sum of squares in the gradient's dtype)."""
+    return math.sqrt(sum(float(np.dot(g.ravel(), g.ravel())) for g in grads.values()))
+
+
+def clip_grad_norm(grads: dict, max_norm: float) -> float:
+    """In place: g <- g min(1, max_norm / ||g||) for every gradient; returns ||g|| before clipping.
+
+    >>> g = {"a": np.array([3.0]), "b": np.array([4.0])}
+    >>> clip_grad_norm(g, 1.0), g["a"].round(12).tolist(), g["b"].round(12).tolist()
+    (5.0, [0.6], [0.8])
+    """
+    max_norm = check_clip(max_norm)
+    norm = grad_norm(grads)
+    if norm > max_norm:  # a NaN norm is left alone: the trainer's guard stops the run on the loss
+        scale = max_norm / norm
+        for g in grads.values():
+            g *= g.dtype.type(scale)
+    return norm
+
+
+def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed=("C", "Wx", "Wh", "U"),
+             rows: dict | None = None) -> None:
+    """In place: p -= lr (g + weight_decay p) for the ``decayed`` names, p -= lr g for the others
+    (as p <- (1 - lr weight_decay) p - lr g; the gradients are overwritten). ``rows``: for a name
+    whose gradient is given by its nonzero rows only (the look-up table C), the ids of those rows:
+    weight decay still shrinks every row, the gradient step moves only those."""
+    rows = rows or {}
+    for name, g in grads.items():
+        p = params[name]
+        if weight_decay and name in decayed:
+            p *= p.dtype.type(1 - lr * weight_decay)
+        g *= p.dtype.type(lr)
+        if name in rows:
+            p[rows[name]] -= g  # the ids are unique: one subtraction per row
+        else:
+            p -= g

@@ -1,0 +1,220 @@
+"""Data-parallel training on shared memory, without locks (section 3.1 of the paper).
+
+P worker processes each run SGD on their own disjoint slice of the training examples and write
+their updates straight into one copy of the parameters in shared memory, asynchronously and
+without any lock: two workers may
+read-modify-write the same number at once, and one of the updates is then lost. The paper found
+that this noise did not hurt, whereas the locked version (``locked=True`` here: a
+``multiprocessing.Lock`` held while a worker writes its update) spent its time waiting.
+
+Each worker's step is :class:`OutputBlockSGD` with M = 1 (one block: the whole output layer), so
+the update is the serial trainer's; only the interleaving differs. Workers are forked (Linux), and
+the parameters live in anonymous shared memory (``mmap`` of no file) that the forked workers
+inherit: no file in ``/dev/shm``, no resource-tracker process, and the kernel frees the memory when
+the last process holding it ends, however the run ends (kill -9 of any process included).
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import multiprocessing as mp
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import UserError
+from ..checkpoint import TrainingDiverged, set_params
+from ..backends import ModelBackend
+from .output_block import OutputBlockSGD, epoch_batches
+
+
+@dataclass
+class HogwildResult:
+    params: dict  # final parameters {C, H, d, U, W, b} (private copies)
+    workers: int
+    locked: bool
+    examples: int  # training examples seen, all workers together
+    updates: int  # parameter updates, all workers together
+    seconds: float  # wall-clock time from the first worker's start to the last one's end
+    train_nll: float  # mean NLL of the examples, each measured just before its own update
+
+    @property
+    def updates_per_s(self) -> float:
+        return self.updates / self.seconds
+
+
+class HogwildDiverged(TrainingDiverged):
+    """A worker's training loss became NaN or infinite (the shared parameters are then ruined)."""
+
+    def __init__(self, loss: float, update: int, worker: int, workers: int):
+        self.loss, self.update, self.worker, self.workers = loss, update, worker, workers
+        # (what, at, detail) for the trainer's message, which adds the epoch and the checkpoint kept
+        self.report = (f"the training loss became {loss}", f"about update {update}",
+                       f" (hogwild worker {worker + 1} of {workers})")
+        super().__init__(f"the training loss became {loss} at about update {update} (hogwild worker {worker + 1} "
+                         f"of {workers}); try a smaller learning rate")
+
+
+class WorkerFailed(UserError):
+    """A hogwild worker process ended abnormally (killed, or an error inside it)."""
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: this process gets SIGTERM when its parent dies, so no orphan keeps running on the
+    shared parameters (whose memory the kernel frees with the last of them)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: nothing to do
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0: int, errors, stop,
+            parent: int) -> None:
+    """SGD over this worker's slice, writing into the shared parameters (in trainer.state). A
+    non-finite loss sets the shared ``stop`` flag, which ends every worker at its next update.
+    Ctrl-C is left to the parent (one message, not one traceback per worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)
+    try:
+        total = 0.0
+        for j, batch in enumerate(epoch_batches(idx, trainer.K)):
+            if stop.value:  # another worker saw the loss diverge: the shared parameters are ruined
+                break
+            trainer.t = t = t0 + j * P + w  # about the global number of updates so far (for lr_t)
+            loss = trainer.step(contexts[batch], targets[batch])
+            if not math.isfinite(loss):
+                stop.value = 1
+                errors.put(("diverged", (t, w, loss)))
+                return
+            total += loss * len(batch)
+        errors.put(("ok", total))  # this worker's summed training NLL
+    except BaseException as exc:  # noqa: BLE001 -- report to the parent, which raises
+        errors.put(("error", f"worker {w}: {type(exc).__name__}: {exc}"))
+        raise
+
+
+def _wait(procs, stop) -> None:
+    """Wait for the workers; as soon as one ends abnormally (killed, crashed), or on Ctrl-C, stop
+    the others at once instead of letting them finish their slices."""
+    try:
+        while any(p.exitcode is None for p in procs):
+            if any(p.exitcode not in (None, 0) for p in procs):
+                break
+            next(p for p in procs if p.exitcode is None).join(timeout=0.05)
+    except KeyboardInterrupt:
+        stop.value = 1
+        _end(procs)
+        raise
+    if any(p.exitcode not in (None, 0) for p in procs):
+        stop.value = 1
+        _end(procs)
+
+
+def _end(procs) -> None:
+    """Terminate the workers still running and reap them all."""
+    for p in procs:
+        if p.exitcode is None:
+            p.terminate()
+    for p in procs:
+        p.join(timeout=5)
+        if p.exitcode is None:
+            p.kill()
+            p.join()
+
+
+def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, workers: int = 2,
+                  examples: int | None = None, batch_size: int = 1, lr: float = 1e-3, r: float = 1e-8,
+                  weight_decay: float = 0.0, locked: bool = False, seed: int = 0, order=None, t0: int = 0,
+                  trainer_out: list | None = None) -> HogwildResult:
+    """Train on ``examples`` windows drawn without replacement (seeded order), split into
+    ``workers`` disjoint slices, one process each, sharing the parameters (section 3.1).
+
+    ``order``: the example indices to visit (default: a permutation drawn from ``seed``); ``t0``:
+    updates done before (for lr_t). ``params`` is not modified; the result holds the trained parameters. If ``trainer_out`` is a
+    list, an M = 1 :class:`OutputBlockSGD` holding the final parameters is appended (for
+    evaluation with ``.perplexity``). A worker whose loss becomes NaN or infinite stops every worker
+    and :class:`HogwildDiverged` (a ``train.TrainingDiverged``) is raised."""
+    N = len(targets)
+    examples = N if examples is None else min(int(examples), N)
+    if order is None:
+        order = np.random.default_rng(seed).permutation(N)[:examples]
+    examples = len(order)
+    slices = np.array_split(order, workers)  # disjoint slices of the data, one per worker
+    ctx = mp.get_context("fork")
+    trainer = OutputBlockSGD(params, lr=lr, r=r, weight_decay=weight_decay, batch_size=batch_size)
+    trainer.lock = ctx.Lock() if locked else None
+    private = dict(trainer.state)
+    try:
+        for name, arr in private.items():  # every parameter into memory the forked workers share
+            shared = np.ndarray(arr.shape, arr.dtype, buffer=mmap.mmap(-1, max(arr.nbytes, 1)))  # anonymous, shared
+            shared[...] = arr
+            trainer.state[name] = shared
+        errors = ctx.SimpleQueue()
+        stop = ctx.RawValue("i", 0)  # set by a worker whose loss is not finite; read without a lock
+        procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, t0, errors, stop,
+                                                   os.getpid()), daemon=True)
+                 for w, s in enumerate(slices)]
+        t0 = time.perf_counter()
+        for p in procs:
+            p.start()
+        _wait(procs, stop)
+        seconds = time.perf_counter() - t0
+        reports = [errors.get() for _ in range(len(procs)) if not errors.empty()]
+        failed = [msg for kind, msg in reports if kind == "error"]
+        if failed or any(p.exitcode != 0 for p in procs):
+            w, code = next(((i, p.exitcode) for i, p in enumerate(procs) if p.exitcode != 0), (None, None))
+            how = (failed[0] if failed else f"worker {w + 1} of {workers} ended with "
+                   + (f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"))
+            raise WorkerFailed(f"a hogwild worker failed: {how}; the other workers were stopped")
+        diverged = sorted(v for kind, v in reports if kind == "diverged")
+        if diverged:
+            update, w, loss = diverged[0]  # the earliest non-finite loss
+            raise HogwildDiverged(loss, update, w, workers)
+        train_nll = sum(v for _, v in reports) / examples
+        for name in trainer.state:  # private copies: the shared memory goes with the last reference to it
+            private[name] = np.array(trainer.state[name])
+    finally:
+        trainer.state.update(private)
+    trainer.lock = None
+    if trainer_out is not None:
+        trainer_out.append(trainer)
+    updates = sum(math.ceil(len(s) / batch_size) for s in slices)
+    return HogwildResult(trainer.gather(), workers, locked, examples, updates, seconds, train_nll)
+
+
+class HogwildBackend(ModelBackend):
+    """Hogwild as a backend of :func:`nplm_edu.training.trainer.train`: each epoch's examples (the
+    serial trainer's order) are split over P forked workers sharing the parameters. Updates are
+    asynchronous, so runs are not bit-reproducible; checkpoints are written after every epoch only."""
+
+    interruptible = False
+
+    def __init__(self, model, config, windows, workers: int = 2, locked: bool = False):
+        if config.optimizer != "sgd" or config.dropout_x or config.dropout_a or config.tie:
+            raise UserError("--parallel hogwild trains with the paper's SGD only (no Adam, dropout or tied U)")
+        if workers < 1:
+            raise UserError(f"workers must be at least 1, got {workers}")
+        super().__init__(model)
+        self.config, self.windows, self.workers, self.locked = config, windows, workers, locked
+        self._extra = {}
+
+    def run_epoch(self, order, state, config) -> tuple[float, int]:
+        """Train on ``order`` with P workers; returns (mean training NLL, updates)."""
+        c = self.config
+        res = train_hogwild(self.model.params, *self.windows, workers=self.workers, batch_size=c.batch,
+                            lr=c.lr * c.lr_decay ** state.epoch, r=c.decay_rate, weight_decay=c.weight_decay,
+                            locked=self.locked, order=order, t0=state.step)
+        set_params(self.model, res.params)
+        self._extra = {"updates_per_s": res.updates_per_s}
+        return res.train_nll, res.updates
+
+    def epoch_extra(self) -> dict:
+        return self._extra

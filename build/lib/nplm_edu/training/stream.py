@@ -1,0 +1,223 @@
+"""Training a recurrent model on one continuous stream, with the NPLM's trainer (section 4's Brown
+is one stream of words with paragraph and text marks).
+
+The training stream of N tokens is cut into B equal parts, laid side by side as the rows of a
+(B, L) array (L = N // B; the last N - B L tokens are not used). An epoch reads the columns from
+left to right, T at a time: batch j feeds the words in columns jT .. jT+T-1 and predicts the ones in
+columns jT+1 .. jT+T (the last batch may be shorter), so each of the B rows is one long stretch of
+text read in order, never shuffled. The state after batch j is where batch j+1 starts (truncated
+backpropagation through time, :mod:`nplm_edu.models.rnn`); it is reset to zeros at the start of
+every epoch, and, with ``reset_at_paragraph``, before every paragraph mark ``<p>`` is read.
+
+:class:`StreamBackend` is a backend of :func:`nplm_edu.training.trainer.train`: the same loop, the
+same checkpoints (the carried state and the clipping statistics go into the checkpoint's extra
+arrays, so a resumed run continues bit for bit), early stopping on validation, progress bar and
+non-finite-loss guard as the NPLM. Each update: dropout masks (Zaremba et al. 2014, ``dropout_x``
+on x_t and ``dropout_a`` on h_t), the gradient of the mean NLL over the batch's B T tokens,
+gradient-norm clipping at ``clip`` (:mod:`nplm_edu.training.clip`), then SGD with weight decay on
+C, Wx, Wh, U. The validation perplexity is scored over every validation token, as one stream read
+in order with the state carried through all of it (:func:`split_log_probs`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data.vocab import PARAGRAPH
+from ..errors import UserError
+from ..models.rnn import DECAYED, RecurrentConfig
+from ..numerics.recurrent import recurrent_model
+from .checkpoint import TrainState, load_checkpoint, set_params
+from .clip import check_clip, clip_grad_norm, sgd_step
+from .optim import dropout_mask
+
+
+@dataclass
+class StreamConfig:
+    """Truncation length T (time steps per batch; the batch's B is TrainConfig.batch), the clipping
+    threshold on the gradient norm, and whether the state is reset at every paragraph mark in training."""
+
+    T: int = 35
+    clip: float = 1.0
+    reset_at_paragraph: bool = False
+
+    def validate(self) -> None:
+        if not isinstance(self.T, (int, np.integer)) or self.T < 1:
+            raise UserError(f"T (time steps per batch) must be a whole number >= 1, got {self.T}")
+        check_clip(self.clip)
+
+
+def split_stream(corpus, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, targets) that score every token of ``split`` in order: targets[t] is predicted after
+    reading inputs[..t]. Validation and test start from the last token of the split before them
+    (as the NPLM's windows reach back); training starts at its second token."""
+    corpus.split(split)
+    lo = {"train": 1, "valid": corpus.bounds[0], "test": corpus.bounds[1]}[split]
+    hi = {"train": corpus.bounds[0], "valid": corpus.bounds[1], "test": len(corpus.ids)}[split]
+    return corpus.ids[lo - 1:hi - 1], corpus.ids[lo:hi]
+
+
+def paragraph_id(vocab) -> int | None:
+    return vocab.index.get(PARAGRAPH)
+
+
+def split_log_probs(model, corpus, split: str, reset_at_paragraph: bool = False) -> np.ndarray:
+    """log P of every token of ``split`` (N,) float64: one stream read in order from a zero state,
+    the state carried through all of it, or reset to zeros before every ``<p>`` is read."""
+    inputs, targets = split_stream(corpus, split)
+    resets = None
+    if reset_at_paragraph:
+        p = paragraph_id(corpus.vocab)
+        if p is None:
+            raise UserError(f"the corpus {corpus.name} has no paragraph mark {PARAGRAPH} to reset at")
+        resets = inputs == p
+    return model.log_prob_stream(inputs, targets, resets)
+
+
+class StreamBatches:
+    """The plan of one epoch for the trainer: the (B, T) windows of the (B, L) stream array, in order."""
+
+    unit = "tok"
+
+    def __init__(self, train: np.ndarray, valid, B: int, T: int, reset_id: int | None = None):
+        train = np.asarray(train)
+        L = len(train) // B
+        if L < 2:
+            raise UserError(f"a training stream of {len(train)} tokens cannot be cut into B = {B} streams of "
+                            "at least 2 tokens: use a smaller batch")
+        self.data = train[:B * L].reshape(B, L)  # (B, L): row b is the b-th part of the stream
+        self.B, self.T, self.L, self.reset_id = B, T, L, reset_id
+        self.n_batches = -(-(L - 1) // T)
+        self.per_epoch = B * (L - 1)  # tokens predicted per epoch
+        self.valid = valid
+        self.fingerprint = (train, None if valid is None else valid[1])
+
+    def order(self, rng):
+        return None  # a stream is read in order: nothing is drawn
+
+    def done(self, batches: int) -> int:
+        return self.B * min(batches * self.T, self.L - 1)
+
+    def batch(self, order, j: int):
+        lo = j * self.T
+        hi = min(lo + self.T, self.L - 1)
+        X, Y = self.data[:, lo:hi], self.data[:, lo + 1:hi + 1]  # (B, T) inputs and next words
+        resets = None if self.reset_id is None else X == self.reset_id
+        return (X, Y, resets, j == 0), X.size
+
+
+class StreamBackend:
+    """One process training a recurrent model on the stream (see the module docstring)."""
+
+    writer = True
+    interruptible = True
+
+    def __init__(self, model, config, stream: StreamConfig | None = None):
+        self.model, self.config, self.stream = model, config, stream or StreamConfig()
+        self.stream.validate()
+        if config.batch < 1:
+            raise UserError(f"B (parallel streams, the batch) must be at least 1, got {config.batch}")
+        if config.optimizer != "sgd":
+            raise UserError("recurrent models are trained with SGD and gradient clipping (optimizer sgd)")
+        if config.tie:
+            raise UserError("tied embeddings are not offered for the recurrent models")
+        self.state = None  # the carried state: a tuple of (B, h) arrays
+        self.drop_rng = np.random.default_rng([config.seed, 1])  # the dropout masks
+        self.norms = np.zeros(3)  # this epoch: sum of gradient norms, updates, updates clipped
+        self.valid_seconds = 0.0
+
+    def batches(self, data, config):
+        """The epoch plan from a Corpus, or from (train ids, valid ids or None)."""
+        config.validate()
+        if hasattr(data, "ids"):
+            train, valid = data.train, split_stream(data, "valid") if len(data.valid) else None
+            reset_id = paragraph_id(data.vocab) if self.stream.reset_at_paragraph else None
+        else:
+            train, v = data
+            valid = None if v is None else (np.asarray(v)[:-1], np.asarray(v)[1:])
+            reset_id = None
+        if self.stream.reset_at_paragraph and reset_id is None:
+            raise UserError(f"reset_at_paragraph needs a corpus with the paragraph mark {PARAGRAPH}")
+        return StreamBatches(train, valid, config.batch, self.stream.T, reset_id)
+
+    def update(self, X, Y, resets, first: bool, lr: float) -> float:
+        """One truncated-BPTT update on a (B, T) batch; returns its mean NLL before the update."""
+        c, m = self.config, self.model
+        B, T = X.shape
+        if first or self.state is None:
+            self.state = m.initial_state(B)  # a new epoch: every stream starts from zeros
+        dt = np.dtype(m.config.dtype)
+        mx = dropout_mask(self.drop_rng, (T, B, m.config.m), c.dropout_x, dt)
+        ma = dropout_mask(self.drop_rng, (T, B, m.config.h), c.dropout_a, dt)
+        rows = {}
+        if hasattr(m, "loss_and_sparse_grads"):  # the fast path: only the batch's rows of dL/dC
+            loss, grads, self.state, rows["C"] = m.loss_and_sparse_grads(X, Y, self.state, mx, ma, resets)
+        else:
+            loss, grads, self.state = m.loss_and_grads(X, Y, self.state, mx, ma, resets)
+        norm = clip_grad_norm(grads, self.stream.clip)  # the zero rows of dL/dC add nothing to the norm
+        self.norms += (norm, 1, norm > self.stream.clip)
+        sgd_step(m.params, grads, lr, c.weight_decay, DECAYED, rows)
+        return loss
+
+    def epoch_extra(self) -> dict:
+        s, n, clipped = self.norms
+        self.norms = np.zeros(3)
+        return {"grad_norm_mean": round(float(s / max(n, 1)), 4), "clipped_fraction": round(float(clipped / max(n, 1)), 4),
+                "valid_seconds": round(self.valid_seconds, 2)}
+
+    def perplexity(self, inputs, targets) -> float:
+        t0 = time.monotonic()
+        out = self.model.perplexity(inputs, targets)
+        self.valid_seconds = time.monotonic() - t0
+        return out
+
+    def params(self) -> dict:
+        return self.model.params
+
+    def load(self, params: dict) -> None:
+        set_params(self.model, params)
+
+    def _settings(self) -> np.ndarray:
+        return np.array([self.stream.T, self.stream.clip, float(self.stream.reset_at_paragraph)])
+
+    def extra_arrays(self) -> dict:
+        out = {"stream/settings": self._settings(), "stream/norms": self.norms.copy()}
+        out.update({f"stream/state{i}": s for i, s in enumerate(self.state or ())})
+        return out
+
+    def load_extra(self, arrays: dict, state: TrainState) -> None:
+        got = arrays.get("stream/settings")
+        if got is None or not np.array_equal(got, self._settings()):
+            old = "unknown" if got is None else f"T={int(got[0])}, clip={got[1]:g}, reset_at_paragraph={bool(got[2])}"
+            raise UserError(f"cannot resume with T={self.stream.T}, clip={self.stream.clip:g}, reset_at_paragraph="
+                            f"{self.stream.reset_at_paragraph}: the checkpoint used {old}")
+        self.norms = arrays["stream/norms"].copy()
+        carried = [arrays[f"stream/state{i}"] for i in range(self.model.n_state) if f"stream/state{i}" in arrays]
+        self.state = tuple(s.copy() for s in carried) or None
+        if state.drop_state is not None:
+            self.drop_rng.bit_generator.state = state.drop_state
+
+    def save_rng(self, state: TrainState) -> None:
+        state.drop_state = self.drop_rng.bit_generator.state
+
+
+def recurrent_from_checkpoint(path, best: bool = True):
+    """The fast recurrent model of a checkpoint, with its best parameters (lowest validation
+    perplexity) when stored and ``best``, else the latest; one clear error for another kind of model."""
+    meta, params, best_params, _ = load_checkpoint(path)
+    if meta["kind"] not in ("rnn", "lstm"):
+        raise UserError(f"{path} holds a {meta['kind']} model, not a recurrent one (rnn or lstm)")
+    try:
+        model = recurrent_model(RecurrentConfig(**meta["model"]))
+    except TypeError as e:
+        raise UserError(f"{path} has an unreadable model configuration ({e})") from None
+    set_params(model, best_params if best and best_params is not None else params)
+    return model
+
+
+def perplexity_of(log_probs) -> float:
+    return float(math.exp(-np.mean(log_probs)))

@@ -1,0 +1,326 @@
+"""One training loop for every way of training the NPLM (section 4 of the paper, and after).
+
+Epochs visit the training examples in the order of one permutation per epoch, drawn from one
+``numpy.random.Generator`` seeded with ``TrainConfig.seed``; minibatches of K examples update the
+parameters by the rule of :mod:`nplm_edu.training.optim` (the paper's SGD or Adam, with the schedule
+lr / (1 + r t) * lr_decay^epoch); after every epoch the validation perplexity decides early stopping
+(``patience`` epochs without a better one), and the best parameters are kept.
+
+The batches of an epoch are :class:`WindowBatches` (n-gram windows, permuted) unless the backend
+brings its own plan (``backend.batches``: a recurrent model's stream, :mod:`nplm_edu.training.stream`).
+How one minibatch is computed is a *backend* (:class:`SerialBackend` here; the output-block and
+hogwild algorithms of section 3 are backends in :mod:`nplm_edu.training.parallel`). The loop, its
+:class:`~nplm_edu.training.checkpoint.TrainState`, its checkpoint format and its guards are the same
+for all: checkpoints after every epoch, every ``checkpoint_every_minutes`` and on Ctrl-C or SIGTERM
+(where the backend allows it), bit-exact resume on the same data, ``max_updates``, and a clear stop
+with the last good checkpoint kept when the loss becomes NaN, infinite or explodes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..data.files import atomic_write
+from ..errors import UserError, check_seed
+from ..models.nplm import PARAM_NAMES
+from .checkpoint import (TrainingDiverged, TrainState, check_writable, data_fingerprint, load_checkpoint,
+                         remove_stale_temporaries, save_checkpoint)
+from .backends import ModelBackend, SerialBackend
+from .guards import Interrupt, exploded, safe_exp
+from .optim import learning_rate
+
+__all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "WindowBatches", "train",
+           "training_windows", "epoch_order"]
+
+
+@dataclass
+class TrainConfig:
+    """Every training choice (section 4; the paper on Brown: K = 1, lr 1e-3, r = 1e-8, weight decay 1e-4).
+
+    ``optimizer``: "sgd" (the paper's rule) or "adam"; ``lr_decay``: lr multiplied by it after every
+    epoch; ``dropout_x``, ``dropout_a``: inverted-dropout probabilities on x and a; ``tie``: U = C.
+    ``examples_per_epoch`` limits each epoch to the first examples of its shuffled order;
+    ``max_updates`` stops the run after that many updates (None: no limit).
+    ``frozen``: comma-separated parameters never updated (e.g. "C": the word features stay as they
+    were initialised or loaded, the paper's fixed-feature comparison of section 1.2); serial only."""
+
+    epochs: int = 20
+    batch: int = 128
+    lr: float = 0.1
+    decay_rate: float = 1e-8
+    lr_decay: float = 1.0
+    weight_decay: float = 1e-4
+    optimizer: str = "sgd"
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    dropout_x: float = 0.0
+    dropout_a: float = 0.0
+    tie: bool = False
+    seed: int = 0
+    patience: int = 3
+    checkpoint_every_minutes: float = 10.0
+    examples_per_epoch: int | None = None
+    max_updates: int | None = None
+    frozen: str = ""
+
+    def frozen_names(self) -> tuple[str, ...]:
+        """The parameters ``frozen`` names, as a tuple ("C, H" -> ("C", "H"))."""
+        return tuple(x.strip() for x in self.frozen.split(",") if x.strip())
+
+    def validate(self) -> None:
+        for name in ("epochs", "batch", "patience"):
+            if getattr(self, name) < 1:
+                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("lr", "decay_rate", "weight_decay", "checkpoint_every_minutes", "eps", "lr_decay"):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < 0:
+                raise UserError(f"{name.replace('_', '-')} must be a finite number >= 0, got {v}")
+        for name in ("lr", "lr_decay"):
+            if getattr(self, name) == 0:
+                raise UserError(f"{name.replace('_', '-')} must be positive, got 0")
+        for name in ("beta1", "beta2", "dropout_x", "dropout_a"):
+            v = getattr(self, name)
+            if not 0 <= v < 1:
+                raise UserError(f"{name.replace('_', '-')} must lie in [0, 1), got {v}")
+        if self.optimizer not in ("sgd", "adam"):
+            raise UserError(f"optimizer must be sgd or adam, got {self.optimizer!r}")
+        check_seed(self.seed)
+        for name in ("examples_per_epoch", "max_updates"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise UserError(f"{name.replace('_', '-')} must be at least 1, got {v}")
+        bad = [x for x in self.frozen_names() if x not in PARAM_NAMES]
+        if bad:
+            raise UserError(f"frozen: unknown parameter {bad[0]!r}: use names among {', '.join(PARAM_NAMES)}")
+        if self.tie and "C" in self.frozen_names():
+            raise UserError("frozen C with tied embeddings would freeze U too: untie them or train C")
+
+
+# these change the trajectory: a resumed run must use the same values
+TRAJECTORY = ("batch", "lr", "decay_rate", "lr_decay", "weight_decay", "optimizer", "beta1", "beta2", "eps",
+              "dropout_x", "dropout_a", "tie", "seed", "examples_per_epoch")
+
+
+def epoch_order(n_examples: int, rng: np.random.Generator) -> np.ndarray:
+    """The order in which one epoch visits the examples: one permutation drawn from ``rng``."""
+    return rng.permutation(n_examples)
+
+
+def _windows(data, n: int):
+    """(train_ctx, train_tgt), (valid_ctx, valid_tgt) or None from a Corpus or a pair of pairs."""
+    if hasattr(data, "windows"):
+        return data.windows("train", n), data.windows("valid", n)
+    train, valid = data if len(data) == 2 and isinstance(data[0], (tuple, list)) else (data, None)
+    return tuple(train), (tuple(valid) if valid is not None else None)
+
+
+def training_windows(data, n: int, config: TrainConfig):
+    """Validate ``config``; return (train contexts, train targets, valid windows or None, examples per epoch)."""
+    config.validate()
+    (tr_ctx, tr_tgt), valid = _windows(data, n)
+    N = len(tr_tgt)
+    if N == 0:
+        raise UserError("no training examples")
+    per_epoch = N if config.examples_per_epoch is None else min(N, config.examples_per_epoch)
+    return tr_ctx, tr_tgt, valid, per_epoch
+
+
+class WindowBatches:
+    """The NPLM's epoch: the first ``examples_per_epoch`` windows of one permutation drawn from the
+    trainer's generator, K = ``config.batch`` at a time."""
+    unit = "ex"
+
+    def __init__(self, data, n: int, config: TrainConfig):
+        self.ctx, self.tgt, self.valid, self.per_epoch = training_windows(data, n, config)
+        self.K, self.n_batches = config.batch, -(-self.per_epoch // config.batch)
+        self.fingerprint = (self.tgt, None if self.valid is None else self.valid[1])
+
+    def order(self, rng: np.random.Generator) -> np.ndarray:
+        return epoch_order(len(self.tgt), rng)[:self.per_epoch]
+
+    def done(self, batches: int) -> int:  # examples in the first `batches` batches of an epoch
+        return min(batches * self.K, self.per_epoch)
+
+    def batch(self, order, j: int):  # (the arguments of backend.update before lr, examples in batch j)
+        idx = order[j * self.K:(j + 1) * self.K]
+        return (self.ctx[idx], self.tgt[idx]), len(idx)
+
+
+# --------------------------------------------------------------------------- the loop
+def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: bool = False, callback=None,
+          callback_every: int = 100, quiet: bool = False, backend=None, on_epoch=None, info: dict | None = None) -> dict:
+    """Minibatch training with validation after every epoch and early stopping (section 4).
+
+    ``corpus_or_windows``: a Corpus, or ((train_contexts, train_targets), (valid_contexts,
+    valid_targets) or None). ``callback(step, model)`` runs every ``callback_every`` updates;
+    ``on_epoch(history)`` after every epoch. With ``out_dir``: ``checkpoint.npz`` and ``history.json``.
+    ``resume``: continue from ``out_dir/checkpoint.npz`` (one clear error if there is none).
+    At the end the model holds the parameters with the best validation perplexity (the last ones
+    without validation data). Returns the history dict."""
+    from tqdm.auto import tqdm
+
+    if config.frozen_names() and backend is not None and not isinstance(backend, SerialBackend):
+        raise UserError("frozen parameters are for serial training only")
+    backend = backend or SerialBackend(model, config)
+    plan = (backend.batches(corpus_or_windows, config) if hasattr(backend, "batches")
+            else WindowBatches(corpus_or_windows, model.order, config))
+    valid, per_epoch, V = plan.valid, plan.per_epoch, model.V
+    fingerprint = data_fingerprint(V, *plan.fingerprint)
+    out = Path(out_dir) if out_dir is not None and backend.writer else None
+    ckpt = out / "checkpoint.npz" if out is not None else None
+    if resume and out_dir is None:
+        raise UserError("resume needs an output folder holding checkpoint.npz")
+    if out is not None:
+        check_writable(out)
+        remove_stale_temporaries(ckpt)
+    kind = getattr(model, "kind", "nplm")
+    rng = np.random.default_rng(config.seed)
+    state = TrainState(rng_state=rng.bit_generator.state)
+    best = None
+    if resume:
+        path = Path(out_dir) / "checkpoint.npz"
+        meta, params, best, extra = load_checkpoint(path)
+        if meta["kind"] != kind or meta["model"] != asdict(model.config):
+            raise UserError(f"{path} holds a {meta['kind']} model {meta['model']}, not this {kind} model "
+                            f"{asdict(model.config)}")
+        for k in TRAJECTORY:
+            if meta["train"].get(k) != getattr(config, k):
+                raise UserError(f"cannot resume with {k}={getattr(config, k)}: the checkpoint used {meta['train'].get(k)}")
+        if meta["train"].get("frozen", "") != config.frozen:  # older checkpoints froze nothing
+            raise UserError(f"cannot resume with frozen={config.frozen!r}: the checkpoint used "
+                            f"{meta['train'].get('frozen', '')!r}")
+        if meta.get("data") != fingerprint:
+            raise UserError(f"{path} was trained on other data (another corpus, split or vocabulary): "
+                            "resume it on the same corpus, or start afresh without --resume")
+        state = TrainState.from_meta(meta["state"])
+        backend.load(params)
+        backend.load_extra(extra, state)
+    history = {"model": asdict(model.config), "train": asdict(config), **({"parallel": info} if info else {}),
+               "epochs": state.history}
+
+    def write_history():
+        if out is not None:
+            atomic_write(out / "history.json", lambda f: f.write(json.dumps(history, indent=1)), binary=False)
+
+    def checkpoint():
+        params = backend.params()  # collective for the output-block backend: every rank calls it
+        if ckpt is not None:
+            backend.save_rng(state)
+            meta = {"kind": kind, "model": asdict(model.config), "train": asdict(config), "data": fingerprint,
+                    "state": asdict(state)}
+            save_checkpoint(ckpt, params, meta, best, backend.extra_arrays())
+
+    def diverged(what: str, at: str | None = None, detail: str = ""):
+        bar.close()
+        write_history()
+        where = (f" (the last good checkpoint is kept in {ckpt})" if ckpt is not None and ckpt.exists()
+                 else " (no checkpoint was written yet)" if ckpt is not None else "")
+        return TrainingDiverged(f"{what} at {at or f'update {state.step}'} of epoch {state.epoch + 1}{detail}{where}; "
+                                "try a smaller learning rate")
+
+    K, n_batches = config.batch, plan.n_batches
+    last_save = time.monotonic()
+    limit_hit = False
+    with Interrupt(backend.interruptible) as stop, np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        while state.epoch < config.epochs and not state.done and not limit_hit:
+            rng.bit_generator.state = state.rng_state  # the order of this epoch, also after resume
+            order = plan.order(rng)
+            t_epoch = time.monotonic() - state.epoch_seconds
+            bar = tqdm(total=per_epoch, initial=plan.done(state.batch_in_epoch), unit=plan.unit,
+                       desc=f"epoch {state.epoch + 1}/{config.epochs}", disable=quiet or not backend.writer,
+                       leave=False)
+            if hasattr(backend, "run_epoch"):  # the whole epoch at once (hogwild's worker processes)
+                left = None if config.max_updates is None else config.max_updates - state.step
+                order = order if left is None else order[:max(0, left) * K]
+                try:
+                    loss, updates = backend.run_epoch(order, state, config)
+                except TrainingDiverged as e:  # said by the backend (hogwild: which worker, about which update)
+                    if not hasattr(e, "report"):
+                        raise
+                    raise diverged(*e.report) from None
+                if exploded(loss, V):
+                    raise diverged(f"the training loss became {loss}")
+                state.step += updates
+                state.loss_sum, state.loss_count = loss * len(order), len(order)
+                bar.update(len(order))
+                limit_hit = config.max_updates is not None and state.step >= config.max_updates
+            for j in range(state.batch_in_epoch, 0 if hasattr(backend, "run_epoch") else n_batches):
+                if config.max_updates is not None and state.step >= config.max_updates:
+                    limit_hit = True
+                    break
+                args, count = plan.batch(order, j)
+                lr = learning_rate(config.lr, config.decay_rate, state.step, config.lr_decay, state.epoch)
+                loss = backend.update(*args, lr)
+                if exploded(loss, V):
+                    raise diverged(f"the training loss became {loss:.4g}")
+                state.step += 1
+                state.batch_in_epoch = j + 1
+                state.loss_sum += loss * count
+                state.loss_count += count
+                bar.update(count)
+                if not quiet and (j % 20 == 0 or j == n_batches - 1):
+                    bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.3g}", refresh=False)
+                interrupted = stop.flag
+                try:
+                    if callback is not None and state.step % callback_every == 0:
+                        callback(state.step, model)
+                except KeyboardInterrupt:
+                    interrupted = True
+                if backend.interruptible and (interrupted or time.monotonic() - last_save
+                                              > 60 * config.checkpoint_every_minutes):
+                    state.epoch_seconds = time.monotonic() - t_epoch
+                    checkpoint()
+                    last_save = time.monotonic()
+                    if interrupted:
+                        bar.close()
+                        write_history()
+                        raise KeyboardInterrupt
+            bar.close()
+            if limit_hit and state.batch_in_epoch < n_batches and not hasattr(backend, "run_epoch"):
+                state.epoch_seconds = time.monotonic() - t_epoch
+                checkpoint()  # max_updates reached inside an epoch: save, no validation of a partial epoch
+                break
+            # ---- end of epoch: validation, early stopping, checkpoint
+            entry = {"epoch": state.epoch + 1, "updates": state.step,
+                     "train_ppl": safe_exp(state.loss_sum / max(state.loss_count, 1)),
+                     "lr": learning_rate(config.lr, config.decay_rate, state.step, config.lr_decay, state.epoch)}
+            if valid is not None:
+                entry["valid_ppl"] = backend.perplexity(*valid)
+                if not math.isfinite(entry["valid_ppl"]):
+                    raise diverged(f"the validation perplexity became {entry['valid_ppl']}")
+                if state.best_valid is None or entry["valid_ppl"] < state.best_valid:
+                    state.best_valid, state.best_epoch, state.bad_epochs = entry["valid_ppl"], entry["epoch"], 0
+                    params = backend.params()
+                    best = {k: v.copy() for k, v in params.items()} if params is not None else None
+                else:
+                    state.bad_epochs += 1
+                    state.done = state.bad_epochs >= config.patience
+            entry["seconds"] = time.monotonic() - t_epoch
+            entry.update(backend.epoch_extra())
+            state.history.append(entry)
+            history.update(best_valid_ppl=state.best_valid, best_epoch=state.best_epoch)  # so far: read mid-run
+            if not quiet and backend.writer:
+                v = f"  valid ppl {entry['valid_ppl']:8.2f}" if "valid_ppl" in entry else ""
+                on = " (dropout on)" if config.dropout_x or config.dropout_a else ""
+                print(f"epoch {entry['epoch']:3d}  train ppl{on} {entry['train_ppl']:8.2f}{v}  "
+                      f"lr {entry['lr']:.3g}  {entry['seconds']:.1f} s", flush=True)
+            state.epoch, state.batch_in_epoch, state.loss_sum, state.loss_count = state.epoch + 1, 0, 0.0, 0
+            state.epoch_seconds, state.rng_state = 0.0, rng.bit_generator.state
+            checkpoint()
+            last_save = time.monotonic()
+            write_history()
+            if on_epoch is not None:
+                on_epoch(history)
+    if best is not None:
+        backend.load(best)  # early stopping: keep the best parameters
+    history.update(best_valid_ppl=state.best_valid, best_epoch=state.best_epoch, updates=state.step,
+                   stopped_early=bool(state.done))
+    write_history()
+    return history
