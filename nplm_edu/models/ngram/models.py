@@ -117,9 +117,10 @@ class RecursiveNgram(LanguageModel):
                 h = self.context_ids(contexts, k)  # (K,)
             g = self.ngrams.extend(k, h, targets)  # (K,) id of the k-gram (h, w), -1 if unseen
             hs = np.maximum(h, 0)
-            seen = (h >= 0) & (self.denom[k][hs] > 0)
-            num = np.where(g >= 0, self.num[k][np.maximum(g, 0)], 0.0)
-            p = np.where(seen, (num + self.gamma[k][hs] * p) / np.where(seen, self.denom[k][hs], 1.0), p)
+            c_h = self.denom[k].take(hs)  # (K,) c(h .), gathered once
+            seen = (h >= 0) & (c_h > 0)
+            num = np.where(g >= 0, self.num[k].take(np.maximum(g, 0)), 0.0)
+            p = np.where(seen, (num + self.gamma[k].take(hs) * p) / np.where(seen, c_h, 1.0), p)
             out.append(p)
         return out
 
