@@ -166,6 +166,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     without validation data). Returns the history dict."""
     from tqdm.auto import tqdm
 
+    class EpochBar(tqdm):  # tqdm starts a monitor thread for every bar, even a disabled one; hogwild forks
+        monitor_interval = 0  # its workers while the epoch's bar is open, and a fork should copy one thread
+
     if config.frozen_names() and backend is not None and not isinstance(backend, SerialBackend):
         raise UserError("frozen parameters are for serial training only")
     backend = backend or SerialBackend(model, config)
@@ -233,7 +236,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             rng.bit_generator.state = state.rng_state  # the order of this epoch, also after resume
             order = plan.order(rng)
             t_epoch = time.monotonic() - state.epoch_seconds
-            bar = tqdm(total=per_epoch, initial=plan.done(state.batch_in_epoch), unit=plan.unit,
+            bar = EpochBar(total=per_epoch, initial=plan.done(state.batch_in_epoch), unit=plan.unit,
                        desc=f"epoch {state.epoch + 1}/{config.epochs}", disable=quiet or not backend.writer,
                        leave=False)
             if hasattr(backend, "run_epoch"):  # the whole epoch at once (hogwild's worker processes)
