@@ -1,11 +1,11 @@
 """Tests of section 3's parallel trainers: exactness against the serial trainer under real MPI,
 a failing rank ending the job, hogwild on shared memory, and the command line."""
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -252,36 +252,33 @@ def test_cli_hogwild_resumes_at_an_epoch_boundary(tmp_path):
     assert h["epochs"][1]["train_ppl"] < first[0]["train_ppl"]
 
 
-THREADS_AT_FORK: list[int] | None = None  # a list while a test counts the threads each fork copies from
+FORK_THREADS = """
+import json, os, sys, threading
+counts = []  # Python threads alive at each fork
+os.register_at_fork(before=lambda: counts.append(threading.active_count()))
+from nplm_edu.data.corpus import load_corpus
+from nplm_edu.models.nplm import NPLMConfig
+from nplm_edu.numerics.fused import FusedNPLM
+from nplm_edu.training.parallel.hogwild import HogwildBackend
+from nplm_edu.training.trainer import TrainConfig, train
+c = load_corpus("synthetic", synthetic_tokens=6000)
+model = FusedNPLM(NPLMConfig(V=c.V, n=3, m=6, h=8, seed=0))
+config = TrainConfig(epochs=2, batch=8, lr=0.1, examples_per_epoch=400)
+train(model, c, config, quiet=sys.argv[1] == "quiet", backend=HogwildBackend(model, config, c.windows("train", 3)))
+print(json.dumps(counts))
+"""
 
 
-def _count_threads_at_fork():
-    if THREADS_AT_FORK is not None:
-        THREADS_AT_FORK.append(threading.active_count())
-
-
-os.register_at_fork(before=_count_threads_at_fork)
-
-
-@pytest.mark.parametrize("quiet", [True, False])
+@pytest.mark.parametrize("quiet", ["quiet", "bars"])
 def test_hogwild_forks_its_workers_from_a_single_thread(quiet):
     """A fork copies only the thread that calls it: a lock another thread held then stays locked in the
     worker forever. tqdm runs a monitor thread for every bar, even a disabled one (--quiet), and
-    the epoch's bar is open while hogwild forks; the trainer's bar turns that thread off."""
-    global THREADS_AT_FORK
-    from nplm_edu.numerics.fused import FusedNPLM
-    from nplm_edu.training.parallel.hogwild import HogwildBackend
-    from nplm_edu.training.trainer import TrainConfig, train
-
-    c = _small_corpus()
-    model = FusedNPLM(NPLMConfig(V=c.V, n=3, m=6, h=8, seed=0))
-    config = TrainConfig(epochs=2, batch=8, lr=0.1, examples_per_epoch=400)
-    THREADS_AT_FORK = []
-    try:
-        train(model, c, config, quiet=quiet, backend=HogwildBackend(model, config, c.windows("train", 3), workers=2))
-        counts = THREADS_AT_FORK
-    finally:
-        THREADS_AT_FORK = None
+    the epoch's bar is open while hogwild forks; the trainer's bar turns that thread off. In a fresh
+    interpreter, so that no thread of another test counts."""
+    run = subprocess.run([sys.executable, "-c", FORK_THREADS, quiet], capture_output=True, text=True, env=ENV,
+                         cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr
+    counts = json.loads(run.stdout.strip().splitlines()[-1])
     assert len(counts) >= 4 and set(counts) == {1}  # 2 workers x 2 epochs, each forked from the main thread alone
 
 
