@@ -333,10 +333,6 @@ def plot(doc: dict, path: Path) -> None:
         ax2.loglog(x, [r["lmplz"]["peak_gib"] for r in lm], "s", color="C5", mfc="none", label="KenLM lmplz -o 5")
     ref = [rows[-1]["kn5"]["fit_cpu_seconds"] * x * math.log(x) / (n[-1] * math.log(n[-1])) for x in n]
     ax1.loglog(n, ref, "k:", lw=1, label="n log n (through the largest fit)")
-    ax1.axhline(TARGETS["kn5_fit_seconds"], color="C2", lw=0.8, ls="--", label="15 min")
-    ax1.axhline(TARGETS["read_seconds"], color="C0", lw=0.8, ls="--", label="2 min")
-    ax2.axhline(TARGETS["kn5_fit_peak_gib"], color="C2", lw=0.8, ls="--", label="16 GiB")
-    ax2.axhline(TARGETS["read_peak_gib"], color="C0", lw=0.8, ls="--", label="2 GiB")
     ax1.set(xlabel="corpus tokens", ylabel="CPU seconds (user + system)", title="time")
     ax2.set(xlabel="corpus tokens", ylabel="peak resident memory (GiB)", title="memory")
     handles, labels = ax1.get_legend_handles_labels()
