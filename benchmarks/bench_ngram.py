@@ -9,6 +9,12 @@
    the modified version, so only its speed is compared), fitted on the first ``--nltk-train``
    training tokens and scoring the first ``--nltk-test`` test tokens; ours on the very same slice.
    Reported: seconds per token scored (fit included) for each, and the ratio. Target: >= 100x.
+3. KenLM (``--kenlm DIR`` holding ``lmplz`` and ``query``, or both on PATH; skipped if absent): the
+   interpolated modified Kneser-Ney of orders 3 and 5 that ``lmplz`` builds from the same training
+   stream (``corpus export``, each split joined into one line, ``<unk>`` renamed to an ordinary word
+   because lmplz refuses it), and the test perplexity ``query`` gives, beside ours. Not the same
+   number by construction: KenLM adds ``<s>`` and ``</s>`` around the line, starts the test without
+   the validation words before it, and its vocabulary is the words of the training split.
 The machine is shared with other work: timings are noisy, run twice.
 """
 
@@ -16,8 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -50,6 +61,32 @@ def nltk_kn(words, train, ctx, tgt, order):
     return t1 - t0, t2 - t1, ppl, int((~finite).sum())
 
 
+def kenlm(corpus, tools: Path, orders=(3, 5)) -> dict:
+    """Test perplexity of KenLM's lmplz + query on our exported streams, and ours, per order."""
+    from nplm_edu.data.corpus import export
+    from nplm_edu.data.vocab import UNK
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = export(corpus, Path(tmp))
+        for s in ("train", "test"):  # one line each: no sentence boundaries inside the stream
+            words = paths[s].read_text(encoding="utf-8").split()
+            Path(tmp, f"{s}.oneline.txt").write_text(" ".join("UNKWORD" if w == UNK else w for w in words) + "\n",
+                                                     encoding="utf-8")
+        for n in orders:
+            arpa = Path(tmp, f"kn{n}.arpa")
+            subprocess.run([str(tools / "lmplz"), "-o", str(n), "--text", str(Path(tmp, "train.oneline.txt")),
+                            "--arpa", str(arpa)], check=True, capture_output=True)
+            with open(Path(tmp, "test.oneline.txt"), "rb") as f:
+                summary = subprocess.run([str(tools / "query"), "-v", "summary", str(arpa)], stdin=f, check=True,
+                                         capture_output=True, text=True).stdout
+            ppl = float(re.search(r"Perplexity including OOVs:\s*([\d.]+)", summary).group(1))
+            ours_ppl = KneserNey(n, corpus.V).fit(corpus.train).perplexity(*corpus.windows("test", n))
+            out[str(n)] = {"kenlm_test_perplexity": round(ppl, 3), "ours_test_perplexity": round(ours_ppl, 3)}
+            print(f"order {n}: KenLM lmplz + query test perplexity {ppl:.1f}, ours {ours_ppl:.1f}")
+    return out
+
+
 STARTED = time.monotonic()
 
 
@@ -59,6 +96,7 @@ def main() -> None:
     ap.add_argument("--nltk-train", type=int, default=20_000, help="training tokens for the nltk comparison")
     ap.add_argument("--nltk-test", type=int, default=300, help="test tokens nltk scores")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--kenlm", help="folder with KenLM's lmplz and query (default: both on PATH; skipped if absent)")
     ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_ngram.json)")
     a = ap.parse_args()
     load_before = list(os.getloadavg())
@@ -88,9 +126,13 @@ def main() -> None:
     print(f"speed-up per token scored: {per_nltk / per_ours_slice:,.0f}x on the same slice, "
           f"{per_nltk / per_ours_full:,.0f}x against our full-Brown rate (target >= 100x)")
     print("(shared 2-core machine: timings are noisy)")
+    lmplz = Path(a.kenlm) / "lmplz" if a.kenlm else (Path(shutil.which("lmplz")) if shutil.which("lmplz") else None)
+    kenlm_rows = None
+    if lmplz is not None and lmplz.exists() and (lmplz.parent / "query").exists():
+        kenlm_rows = kenlm(c, lmplz.parent)
+    else:
+        print("KenLM's lmplz and query not found (--kenlm DIR): comparison skipped")
     if a.json:
-        from pathlib import Path
-
         from nplm_edu.experiments.common import write_results
 
         write_results(Path(a.json), {
@@ -108,6 +150,11 @@ def main() -> None:
                       "speedup_same_slice": round(per_nltk / per_ours_slice, 1),
                       "speedup_vs_full_brown_rate": round(per_nltk / per_ours_full, 1),
                       "target_speedup": 100, "target_met": per_nltk / per_ours_slice >= 100},
+            **({"kenlm": {"orders": kenlm_rows,
+                          "note": "lmplz (interpolated modified Kneser-Ney) and query from PyPI's kenlm 0.3.0 sdist, "
+                                  "on our exported streams joined into one line each; KenLM adds <s> and </s>, "
+                                  "starts the test without the preceding validation words and knows only the "
+                                  "training split's words"}} if kenlm_rows else {}),
             "note": "nltk.lm's KneserNeyInterpolated is a different smoothing (one discount): only speed is compared"},
             STARTED, "python " + " ".join(sys.argv))
         print(f"wrote {a.json}")
