@@ -50,6 +50,13 @@ def test_quick_pipeline_rows_ratios_and_resume(tmp_path):
     assert again["full"]["date"] == rows["full"]["date"] and not again["full"]["resumed"]  # kept as it was
     assert again["tree-huffman"]["resumed"]  # from its checkpoint: nothing left to train, same numbers
     assert again["tree-huffman"]["test_ppl"] == rows["tree-huffman"]["test_ppl"]
+    # a rerun with every row already there measures nothing, so the file (its provenance too) stays as it was
+    kept = json.loads(path.read_text())
+    kept["command"] = "the command that measured these rows"
+    path.write_text(json.dumps(kept))
+    before = path.read_bytes()
+    reproduce(tmp_path, "--epochs", "1")
+    assert path.read_bytes() == before
 
 
 def test_other_settings_need_force(tmp_path):

@@ -242,6 +242,23 @@ def test_cli_trains_and_reports_bad_input(tmp_path, capsys):
         assert len(err) == 1 and err[0].startswith("error: "), err
 
 
+def test_cli_does_not_overwrite_a_checkpoint_without_resume_or_force(tmp_path, capsys):
+    # running the same command again after an interruption must not start over silently: the
+    # checkpoint of the finished epochs would be overwritten by epoch 1 of a new run
+    out = tmp_path / "run"
+    args = ["train", "--corpus", "synthetic", "--synthetic-tokens", "3000", "--n", "3", "--h", "8", "--m", "5",
+            "--epochs", "1", "--batch", "64", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    before = (out / "checkpoint.npz").read_bytes()
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already holds a checkpoint" in err[0] and "--resume" in err[0], err
+    assert (out / "checkpoint.npz").read_bytes() == before  # untouched
+    assert main(args + ["--force", "--seed", "7"]) == 0  # --force starts over: another seed, another checkpoint
+    assert (out / "checkpoint.npz").read_bytes() != before
+
+
 def test_checkpoint_refuses_nonfinite(tmp_path):
     model = new_model()
     model.params["C"][0, 0] = np.inf

@@ -4,12 +4,12 @@ Each target is its own subcommand with only its own options, their defaults read
 experiment's configuration dataclasses; each writes one JSON file under ``data/results/``
 (:mod:`nplm_edu.experiments`), with the command and the git commit of the code.
 
-    python -m nplm_edu reproduce ngrams             # every n-gram row of Table 1, on Brown (a few minutes)
+    python -m nplm_edu reproduce ngrams             # every n-gram row of Table 1, on Brown (about a minute)
     python -m nplm_edu reproduce table1             # the neural rows MLP1-MLP10 on Brown (hours, resumable)
     python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
     python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
-    python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM
-    python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 15 minutes)
+    python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM (1-2 hours, resumable)
+    python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 6 minutes)
     python -m nplm_edu reproduce output-layers      # MLP9 with five cheaper output layers (resumable)
     python -m nplm_edu reproduce recurrent          # after 2003: an Elman RNN and an LSTM on Brown (hours)
     python -m nplm_edu reproduce central-claim      # unseen sentences made likely by similar words (under an hour)
@@ -120,7 +120,7 @@ def add_cli(subparsers) -> None:
         "weight_decay": "weight decay of every run", "seed": "initialisation and shuffling seed"})
     q.set_defaults(func=_minibatch)
 
-    q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (about an hour)",
+    q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (one to two hours, resumable)",
                        description="One row of Table 1 trained with what we know now.")
     _common(q, "data/results/beyond.json (beyond_quick.json with --quick)")
     add_options(q, beyond.NETWORK, skip=_only(beyond.NETWORK, beyond.NETWORK_OPTIONS), help=HELP)
@@ -131,7 +131,7 @@ def add_cli(subparsers) -> None:
                                                  "force": "train again from scratch"})
     q.set_defaults(func=_beyond)
 
-    q = sub.add_parser("lr-sweep", help="the initial learning rate eps_0 of minibatch SGD (about 15 minutes)",
+    q = sub.add_parser("lr-sweep", help="the initial learning rate eps_0 of minibatch SGD (about 6 minutes)",
                        description="Train one Table 1 network once per eps_0 on a slice of Brown (the first "
                                    f"{lr_sweep.SLICE[0]:,} / {lr_sweep.SLICE[1]:,} tokens unless --train-size / "
                                    "--valid-size say otherwise) and compare validation perplexities.")

@@ -57,6 +57,9 @@ def _handler(args) -> int:
         check_output_path(args.results)  # before any training
     if args.resume:  # a missing or unreadable checkpoint is bad input: found here, said once (by rank 0 under MPI)
         load_checkpoint(Path(args.out) / "checkpoint.npz")
+    elif not args.force and (Path(args.out) / "checkpoint.npz").exists():  # a fresh start would overwrite it
+        raise UserError(f"{args.out} already holds a checkpoint: --resume continues it, --force starts over "
+                        "and overwrites it, or choose another --out")
     corpus = corpus_from_args(args)
     net.V = corpus.V
     model = FusedNPLM(net)
@@ -103,6 +106,8 @@ def add_cli(subparsers) -> None:
     add_options(p, TrainConfig(), help=HELP)
     p.add_argument("--out", default="runs/train", help="folder for checkpoint.npz and history.json")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
+    p.add_argument("--force", action="store_true",
+                   help="start afresh even if OUT holds a checkpoint (it is overwritten); without it, that is refused")
     p.add_argument("--results", default=None, metavar="FILE",
                    help="also write the history with the command, commit and machine to FILE "
                         "(a results file, e.g. data/results/train_brown_slice.json)")

@@ -103,7 +103,7 @@ def run_lr_sweep(opts: LrSweepOptions | None = None, spec: CorpusSpec | None = N
         t0 = time.perf_counter()
         run = {"lr": lr, "diverged": False}
         try:
-            history = train(FusedNPLM(mcfg), corpus, cfg, quiet=True)
+            history = train(FusedNPLM(mcfg), corpus, cfg, quiet=quiet)  # its progress bar, unless --quiet
             run["history"] = [{"epoch": e["epoch"], "updates": e["updates"], "train_ppl": round(e["train_ppl"], 3),
                                "valid_ppl": round(e["valid_ppl"], 3), "seconds": round(e["seconds"], 2)}
                               for e in history["epochs"]]

@@ -184,6 +184,7 @@ def run_output_layers(cfg: TrainConfig = TRAIN, opts: OutputLayersOptions | None
     doc = doc or {"rows": []}
     rows = {r["method"]: r for r in doc["rows"]}
     net = NPLMConfig(V=corpus.V, seed=cfg.seed, **NETWORK)
+    ran = False  # a file whose rows were all there already keeps its provenance: nothing was measured
     for name in methods:
         if name in rows and "diverged" not in rows[name] and not opts.force:
             if not quiet:
@@ -199,13 +200,16 @@ def run_output_layers(cfg: TrainConfig = TRAIN, opts: OutputLayersOptions | None
             rows[name] = {"method": name, "layer": desc, "diverged": str(e), **provenance(time.monotonic())}
         doc = finish(doc, rows, settings, corpus)
         write_results(out, doc, started)
+        ran = True
     if opts.energy and ("energy" not in doc or opts.force):
         doc["energy"] = run_energy(corpus, cfg, root, opts.quick, opts.force, quiet)
         write_results(out, finish(doc, rows, settings, corpus), started)
+        ran = True
     doc = finish(doc, rows, settings, corpus)
-    write_results(out, doc, started)
+    if ran:
+        write_results(out, doc, started)
     print_table(doc)
-    print(f"wrote {out}")
+    print(f"wrote {out}" if ran else f"nothing to train: {out} left as it was")
     return out
 
 
