@@ -61,7 +61,7 @@ notebooks: venv  ## execute every notebook in place and store its outputs (after
 	@for nb in book/*.ipynb; do echo ">> executing $$nb"; \
 	  $(VENV)/bin/jupyter execute --inplace --timeout=900 "$$nb" || exit 1; done
 
-bench: venv  ## run the benchmarks (minutes; results printed, not asserted)
+bench: venv  ## run the benchmarks (about an hour, most of it bench_scale's 100 million tokens; results printed, not written)
 	@for b in benchmarks/bench_*.py; do echo ">> $$b"; $(PY) $$b || exit 1; done
 
 # The browser check serves the scripts the built pages load from CDNs (require.js, the widget manager,

@@ -99,6 +99,12 @@ def main() -> None:
     ap.add_argument("--kenlm", help="folder with KenLM's lmplz and query (default: both on PATH; skipped if absent)")
     ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_ngram.json)")
     a = ap.parse_args()
+    found = shutil.which("lmplz")
+    tools = Path(a.kenlm) if a.kenlm else (Path(found).parent if found else None)
+    if tools is not None and not ((tools / "lmplz").is_file() and (tools / "query").is_file()):
+        if a.kenlm:  # named explicitly: its absence is an error, found before anything runs
+            ap.error(f"--kenlm {a.kenlm}: no lmplz and query there (KenLM's build/bin folder)")
+        tools = None
     load_before = list(os.getloadavg())
     c = load_corpus("brown")
     n = a.order
@@ -126,12 +132,9 @@ def main() -> None:
     print(f"speed-up per token scored: {per_nltk / per_ours_slice:,.0f}x on the same slice, "
           f"{per_nltk / per_ours_full:,.0f}x against our full-Brown rate (target >= 100x)")
     print("(shared 2-core machine: timings are noisy)")
-    lmplz = Path(a.kenlm) / "lmplz" if a.kenlm else (Path(shutil.which("lmplz")) if shutil.which("lmplz") else None)
-    kenlm_rows = None
-    if lmplz is not None and lmplz.exists() and (lmplz.parent / "query").exists():
-        kenlm_rows = kenlm(c, lmplz.parent)
-    else:
-        print("KenLM's lmplz and query not found (--kenlm DIR): comparison skipped")
+    kenlm_rows = kenlm(c, tools) if tools else None
+    if tools is None:
+        print("KenLM's lmplz and query not on PATH (--kenlm DIR names their folder): comparison skipped")
     if a.json:
         from nplm_edu.experiments.common import write_results
 

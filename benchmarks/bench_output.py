@@ -78,7 +78,7 @@ def median_rounds(steps: dict, data, rounds: int, per_round: int) -> tuple[dict,
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     ap.add_argument("--rounds", type=int, default=7, help="alternating rounds (the median is kept)")
     ap.add_argument("--steps", type=int, default=20, help="training steps per method per round")
     ap.add_argument("--methods", default=",".join(["full", *TARGETS]), help="comma-separated methods")

@@ -136,7 +136,7 @@ def torch_step(h: int):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     ap.add_argument("--seconds", type=float, default=10.0, help="time per measurement (split into rounds)")
     ap.add_argument("--threads", type=int, default=THREADS, help="BLAS / torch threads (default OMP_NUM_THREADS)")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
@@ -179,8 +179,9 @@ def main() -> None:
                      "torch_tokens_per_s": round(best["torch"], 1) if torch_version else None,
                      "ours_over_torch": round(best["ours"] / best["torch"], 3) if torch_version else None})
     load_after = list(os.getloadavg())
-    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (on {os.cpu_count()} cores: "
-          "above the core count, other jobs shared the machine and the numbers are low)")
+    busy = max(load_before[0], load_after[0]) > os.cpu_count()
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} on {os.cpu_count()} cores"
+          + (": above the core count, other jobs shared the machine and the numbers are low" if busy else ""))
     if args.json:
         from nplm_edu.experiments.common import write_results
 

@@ -347,8 +347,6 @@ STARTED = time.monotonic()
 
 
 def main() -> None:
-    from nplm_edu.experiments.common import write_results
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--step", help=argparse.SUPPRESS)
     ap.add_argument("--kw", help=argparse.SUPPRESS)
@@ -365,22 +363,46 @@ def main() -> None:
     ap.add_argument("--lmplz", default=shutil.which("lmplz"), help="KenLM's lmplz, for reference (default: on PATH)")
     ap.add_argument("--lmplz-max-tokens", type=float, default=1e8, help="run lmplz on corpora up to this size")
     ap.add_argument("--lmplz-memory", default="4G", help="lmplz -S (its sorting memory)")
-    ap.add_argument("--json", default=str(ROOT / "data" / "results" / "scale.json"))
+    ap.add_argument("--json", default=None,
+                    help="merge the rows into this results file (data/results/scale.json for the book's figures) and "
+                         "draw the plot beside it; without it the rows are printed and nothing is written")
     a = ap.parse_args()
+    if a.plot_only and not a.json:
+        ap.error("--plot-only redraws the plot of a results file: name it with --json")
     if a.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {a.repeats}")
-    if a.step:
-        print(json.dumps(STEPS[a.step](**json.loads(a.kw))))
+    if a.step:  # a child process: on Ctrl-C the parent speaks, once
+        try:
+            print(json.dumps(STEPS[a.step](**json.loads(a.kw))))
+        except KeyboardInterrupt:
+            sys.exit(130)
         return
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    tmp = Path(a.tmp or tempfile.mkdtemp(prefix="nplm_scale_"))
-    tmp.mkdir(parents=True, exist_ok=True)
-    out = Path(a.json)
-    doc = json.loads(out.read_text()) if out.exists() else {"rows": []}
+    out = Path(a.json) if a.json else None
+    doc = json.loads(out.read_text()) if out and out.exists() else {"rows": []}
     if a.plot_only:
         plot(doc, out.with_suffix(".png"))
         print(f"redrew {out.with_suffix('.png')} from {out}")
         return
+    tmp = Path(a.tmp or tempfile.mkdtemp(prefix="nplm_scale_"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        measure_sizes(a, doc, out, tmp, env)
+    except KeyboardInterrupt:  # one line; the rows of the sizes finished are already written
+        print(f"interrupted{f': {out} holds the sizes finished before' if out else ''}", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        if not a.keep:  # a corpus being written, and the caches of the ids
+            for f in list(tmp.glob("brown_bigram_*.txt")) + list(tmp.glob("cache_*/*")):
+                f.unlink(missing_ok=True)
+            if not a.tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure_sizes(a, doc: dict, out: Path | None, tmp: Path, env: dict) -> None:
+    """Measure every size of ``--sizes``, merging each row into ``out`` (if any) as soon as it is done."""
+    from nplm_edu.experiments.common import write_results
+
     prov = provenance(sys.argv[1:])
     for size in (int(float(s)) for s in a.sizes.split(",")):
         samples, stop = [os.getloadavg()[0]], threading.Event()  # one sample at the start: never empty
@@ -404,6 +426,9 @@ def main() -> None:
                    lmplz=LMPLZ_NOTE if a.lmplz else "lmplz was not available: not measured",
                    corpus="Brown's tokens resampled by their bigram statistics (1,000 Markov chains), "
                           "one paragraph per line; min_count 4; splits 0.8 / 0.1 / 0.1")
+        if out is None:
+            print(f"(no --json: the row for {size:,} tokens is not written)", flush=True)
+            continue
         write_results(out, doc, STARTED, prov["command"])
         plot(doc, out.with_suffix(".png"))
         print(f"wrote {out} and {out.with_suffix('.png')}", flush=True)

@@ -179,7 +179,7 @@ def torch_step(shape, K):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     ap.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     ap.add_argument("--threads", type=int, default=THREADS, help="BLAS / torch threads (default OMP_NUM_THREADS)")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
@@ -195,6 +195,8 @@ def main() -> None:
         have_torch = True
     except ImportError:
         have_torch = False
+    if args.compare_with and not (Path(args.compare_with) / "nplm_edu" / "__init__.py").is_file():
+        ap.error(f"--compare-with {args.compare_with}: no nplm_edu package in that folder (a checkout of this repository)")
     old = old_step(args.compare_with) if args.compare_with else None
     from nplm_edu.numerics import blas
 
