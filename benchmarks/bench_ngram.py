@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from nplm_edu.data.corpus import load_corpus, windows  # noqa: E402
+from nplm_edu.errors import UserError  # noqa: E402
 from nplm_edu.models.ngram import KneserNey  # noqa: E402
 
 
@@ -106,7 +107,10 @@ def main() -> None:
             ap.error(f"--kenlm {a.kenlm}: no lmplz and query there (KenLM's build/bin folder)")
         tools = None
     load_before = list(os.getloadavg())
-    c = load_corpus("brown")
+    try:
+        c = load_corpus("brown")
+    except UserError as e:  # no Brown in NLTK_DATA: the one line that says how to get it
+        sys.exit(f"error: {e}")
     n = a.order
     ctx, tgt = c.windows("test", n)
     print(f"Brown: {len(c.train):,} training tokens, {len(tgt):,} test tokens scored, |V| = {c.V:,}, order {n}")

@@ -384,6 +384,13 @@ def main() -> None:
         plot(doc, out.with_suffix(".png"))
         print(f"redrew {out.with_suffix('.png')} from {out}")
         return
+    from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.errors import UserError
+
+    try:  # the corpora are resampled from Brown: without it, one line now rather than a child's traceback
+        load_corpus("brown", min_count=1)
+    except UserError as e:
+        sys.exit(f"error: {e}")
     tmp = Path(a.tmp or tempfile.mkdtemp(prefix="nplm_scale_"))
     tmp.mkdir(parents=True, exist_ok=True)
     try:
