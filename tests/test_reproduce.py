@@ -271,8 +271,9 @@ def test_quick_slices_a_big_corpus():
 def test_minibatch_target(tmp_path):
     """K = 1 against K = 128 at the same per-example step: same start, same order, close curves."""
     out = tmp_path / "mb.json"
-    assert run(["reproduce", "minibatch", "--corpus", "synthetic", "--synthetic-tokens", "8000", "--row", "MLP7",
-                "--epochs", "2", "--lr", "0.5", "--out", str(out), "--quiet"]) == 0
+    argv = ["reproduce", "minibatch", "--corpus", "synthetic", "--synthetic-tokens", "8000", "--row", "MLP7",
+            "--epochs", "2", "--lr", "0.5", "--out", str(out), "--runs-dir", str(tmp_path / "runs"), "--quiet"]
+    assert run(argv) == 0
     doc = json.loads(out.read_text())
     assert doc["row"] == "MLP7" and doc["model"]["n"] == 3 and doc["tokens"]["train"] == 6400
     runs = doc["runs"]
@@ -288,6 +289,16 @@ def test_minibatch_target(tmp_path):
         assert a["valid_ppl"] == pytest.approx(b["valid_ppl"], rel=0.05)
     # the larger table1 rate learns faster per example on this easy corpus
     assert runs["table1"]["history"][-1]["valid_ppl"] < runs["k1"]["history"][-1]["valid_ppl"]
+    # each run checkpoints: run again, the three resume finished (no epoch trained again: the same seconds)
+    k1 = tmp_path / "runs" / "mb" / "k1"
+    assert (k1 / "checkpoint.npz").exists()
+    stamp = (k1 / "checkpoint.npz").stat().st_mtime_ns
+    assert run(argv) == 0
+    assert json.loads(out.read_text())["runs"] == runs and (k1 / "checkpoint.npz").stat().st_mtime_ns == stamp
+    # --force trains them again from scratch: a new checkpoint, the same curves (same seed, same order)
+    assert run(argv + ["--force"]) == 0 and (k1 / "checkpoint.npz").stat().st_mtime_ns != stamp
+    again = json.loads(out.read_text())["runs"]["k1"]["history"]
+    assert [e["valid_ppl"] for e in again] == [e["valid_ppl"] for e in runs["k1"]["history"]]
 
 
 def test_minibatch_one_row_only(tmp_path):

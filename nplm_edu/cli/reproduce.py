@@ -7,7 +7,7 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce ngrams             # every n-gram row of Table 1, on Brown (about a minute)
     python -m nplm_edu reproduce table1             # the neural rows MLP1-MLP10 on Brown (hours, resumable)
     python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
-    python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour)
+    python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour, resumable)
     python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM (1-2 hours, resumable)
     python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 6 minutes)
     python -m nplm_edu reproduce output-layers      # MLP9 with five cheaper output layers (resumable)
@@ -111,13 +111,15 @@ def add_cli(subparsers) -> None:
         "save_features": "write the best network's word features C to <out>_features.npz (never with --quick)"})
     q.set_defaults(func=_table1)
 
-    q = sub.add_parser("minibatch", help="K = 1 against minibatches on one network (about an hour)",
+    q = sub.add_parser("minibatch", help="K = 1 against minibatches on one network (about an hour, resumable)",
                        description="Does minibatch SGD track the paper's pure SGD (K = 1)?")
     _common(q, "data/results/minibatch.json", brown_slice=minibatch.SLICE)
     add_options(q, minibatch.MinibatchOptions(), help={
         "row": "the Table 1 network to train", "epochs": "epochs of each run",
         "batch": "K of the 'table1' run", "lr": "eps_0 of the 'table1' run", "decay_rate": "r of the 'table1' run",
-        "weight_decay": "weight decay of every run", "seed": "initialisation and shuffling seed"})
+        "weight_decay": "weight decay of every run", "seed": "initialisation and shuffling seed",
+        "runs_dir": "where the three runs checkpoint and resume (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "force": "train the three runs again from scratch"})
     q.set_defaults(func=_minibatch)
 
     q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (one to two hours, resumable)",

@@ -29,7 +29,7 @@ from ..data.corpus import CorpusSpec
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, train
-from .common import RESULTS, check_output_path, write_results
+from .common import RESULTS, check_output_path, prepare_run, runs_root, write_results
 from .table1 import NETWORKS, TRAIN as TABLE1_TRAIN, single_row
 
 SLICE = (100_000, 20_000)  # default training / validation tokens on Brown
@@ -38,7 +38,8 @@ SLICE = (100_000, 20_000)  # default training / validation tokens on Brown
 @dataclass
 class MinibatchOptions:
     """``row``: the Table 1 network trained (default MLP9); ``epochs``; ``batch``, ``lr``,
-    ``decay_rate``: the "table1" run's settings (default: the table's); ``weight_decay``, ``seed``."""
+    ``decay_rate``: the "table1" run's settings (default: the table's); ``weight_decay``, ``seed``;
+    ``runs_dir``: where the three runs checkpoint (each resumes there); ``force``: train them afresh."""
 
     row: str = "MLP9"
     epochs: int = 4
@@ -47,6 +48,8 @@ class MinibatchOptions:
     decay_rate: float = TABLE1_TRAIN.decay_rate
     weight_decay: float = TABLE1_TRAIN.weight_decay
     seed: int = 0
+    runs_dir: str | None = None
+    force: bool = False
 
 
 def runs_of(opts: MinibatchOptions) -> dict[str, dict]:
@@ -84,11 +87,14 @@ def run_minibatch(opts: MinibatchOptions | None = None, spec: CorpusSpec | None 
         model = FusedNPLM(mcfg)
         if not quiet:
             print(f"== {row} {name}: K = {cfg.batch}, lr {cfg.lr:g}, r {cfg.decay_rate:g}", flush=True)
-        t0 = time.perf_counter()
-        history = train(model, corpus, cfg, quiet=quiet)
+        run_dir = runs_root(opts.runs_dir) / out.stem / name  # checkpoints: an interrupted run resumes there
+        stamp = {"row": row, "model": asdict(mcfg), "corpus": corpus.name, "tokens": doc["tokens"], "train": asdict(cfg)}
+        resume = prepare_run(run_dir, stamp, opts.force, quick=False)
+        history = train(model, corpus, cfg, out_dir=run_dir, resume=resume, quiet=quiet)
         per_epoch = len(corpus.train) - (mcfg.n - 1)
+        seconds = sum(e["seconds"] for e in history["epochs"])  # training and validation, across resumptions
         doc["runs"][name] = {
-            **setting, "per_example_step": setting["lr"] / setting["batch"], "seconds": round(time.perf_counter() - t0, 1),
+            **setting, "per_example_step": setting["lr"] / setting["batch"], "seconds": round(seconds, 1),
             "history": [{"epoch": e["epoch"], "examples": e["epoch"] * per_epoch, "updates": e["updates"],
                          "train_ppl": round(e["train_ppl"], 3), "valid_ppl": round(e["valid_ppl"], 3),
                          "lr": e["lr"], "seconds": round(e["seconds"], 2)} for e in history["epochs"]]}
