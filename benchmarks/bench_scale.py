@@ -384,11 +384,11 @@ def main() -> None:
         plot(doc, out.with_suffix(".png"))
         print(f"redrew {out.with_suffix('.png')} from {out}")
         return
-    from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.data.sources import brown_source
     from nplm_edu.errors import UserError
 
     try:  # the corpora are resampled from Brown: without it, one line now rather than a child's traceback
-        load_corpus("brown", min_count=1)
+        brown_source()
     except UserError as e:
         sys.exit(f"error: {e}")
     tmp = Path(a.tmp or tempfile.mkdtemp(prefix="nplm_scale_"))
@@ -400,8 +400,10 @@ def main() -> None:
         sys.exit(130)
     finally:
         if not a.keep:  # a corpus being written, and the caches of the ids
-            for f in list(tmp.glob("brown_bigram_*.txt")) + list(tmp.glob("cache_*/*")):
-                f.unlink(missing_ok=True)
+            for f in tmp.glob("brown_bigram_*.txt"):
+                f.unlink()
+            for cache in tmp.glob("cache_*"):
+                clear_cache(cache)
             if not a.tmp:
                 shutil.rmtree(tmp, ignore_errors=True)
 

@@ -167,8 +167,6 @@ FIGURES = [
     ("03_ngrams", rf"against our [\d.]+ and {N}\. The small gap", kn5, ".1f"),
     ("03_ngrams", rf"test perplexities of {N} \(trigram\)", "bench_ngram/kenlm/orders/3/kenlm_test_perplexity", ".1f"),
     ("03_ngrams", rf"and {N}\s+\(5-gram\) against our", "bench_ngram/kenlm/orders/5/kenlm_test_perplexity", ".1f"),
-    ("03_ngrams", rf"\(5-gram\) against our {N} and", "bench_ngram/kenlm/orders/3/ours_test_perplexity", ".1f"),
-    ("03_ngrams", rf"\(5-gram\) against our [\d.]+ and {N}\.", "bench_ngram/kenlm/orders/5/ours_test_perplexity", ".1f"),
     ("03_ngrams", rf"does not: it grows x{N} from 1 to 10 million tokens", "scale/growth[from=1000001,to=9999999]/kn5_fit", ".1f"),
     ("03_ngrams", rf"and x{N} from 10 to 100 million, where", "scale/growth[from=9999999,to=99999987]/kn5_fit", ".1f"),
     ("03_ngrams", rf"where n log n gives x{N} and", "scale/growth[from=1000001,to=9999999]/n_log_n_ratio", ".1f"),
