@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nplm_edu.data.corpus import PARAGRAPH, TEXT, brown_available, load_corpus
+from nplm_edu.data.corpus import PARAGRAPH, TEXT, brown_available, load_corpus, text_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,6 +74,8 @@ def _check_export(corpus, out: Path):
         n_par = int(np.sum(words[corpus.split(s)] == PARAGRAPH))
         last_open = lines[-1].split()[-1] not in (PARAGRAPH, TEXT)
         assert len(lines) == n_par + last_open
+        # read back as a text corpus: the same stream (a paragraph mark closes a last line cut by the split)
+        assert text_tokens(out / f"{s}.txt") == words[corpus.split(s)].tolist() + [PARAGRAPH] * last_open
 
 
 def test_export_synthetic(tmp_path):

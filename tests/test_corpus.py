@@ -222,12 +222,13 @@ def test_text_file_bom_crlf_and_form_feed(cache, tmp_path):
 
 
 def reference_text_tokens(path):
-    """The former text reader: the whole file as one string, split into lines, then words."""
+    """The text reader written plainly: the whole file as one string, split into lines, then words,
+    and a paragraph mark after each non-empty line unless it already ends in one (or in a text mark)."""
     tokens = []
     for line in path.read_text(encoding="utf-8-sig").split("\n"):
         words = line.split()
         if words:
-            tokens.extend(words + [PARAGRAPH])
+            tokens.extend(words + ([] if words[-1] in (PARAGRAPH, TEXT) else [PARAGRAPH]))
     return tokens
 
 
@@ -235,7 +236,7 @@ def test_streaming_text_reader_matches_the_whole_file_reader(cache, tmp_path):
     rng = np.random.default_rng(0)
     # words with multi-byte characters, every kind of whitespace, long and empty lines, no final newline
     pieces = ["a", "b", "é", "日本語", "x" * 50, " ", "  ", "\t", "\n", "\n\n", "\r\n", "\x0c", "\u2028", "\u3000",
-              "<unk>", "ß"]
+              "<unk>", "ß", " <p>", " <t>", " <p> <t>"]
     text = "\ufeff" + "".join(pieces[i] for i in rng.integers(len(pieces), size=6000)) + " tail"
     f = tmp_path / "t.txt"
     f.write_text(text, encoding="utf-8")

@@ -85,35 +85,43 @@ def _utf8_pieces(path: Path, read_bytes: int = READ_BYTES) -> Iterator[str]:
 
 def text_token_chunks(path: Path, read_bytes: int = READ_BYTES) -> Iterator[list[str]]:
     """A UTF-8 text file as lists of tokens, a piece of the file at a time: whitespace-separated
-    tokens, ``<p>`` after every non-empty line. Memory: one piece and one token, whatever the file."""
+    tokens, ``<p>`` after every non-empty line that does not already end in a mark (``<p>``, or
+    ``<t>``, as ``corpus export`` writes them), so an exported split reads back as the same stream.
+    Memory: one piece and one token, whatever the file."""
     _check_text_file(path)
-    carry, open_line, empty = "", False, True  # the unfinished last line; words of it already given
+    carry, empty = "", True  # the unfinished last line
+    open_last = None  # the last word already given of that line, if any
+
+    def ended(words: list[str], last: str) -> list[str]:  # a line's words, then its paragraph mark
+        return words if last in (PARAGRAPH, TEXT) else words + [PARAGRAPH]
+
     for piece in _utf8_pieces(path, read_bytes):
         lines = (carry + piece).split("\n")  # a paragraph per line ("\r\n" too: split() drops the "\r")
         carry = lines.pop()
         out: list[str] = []
         for line in lines:
             words = line.split()
-            if words or open_line:
-                out.extend(words)
-                out.append(PARAGRAPH)
-            open_line = False
+            last = words[-1] if words else open_last
+            if last is not None:
+                out.extend(ended(words, last))
+            open_last = None
         if len(carry) > read_bytes:  # a long line: give its finished words now, keep the last one
             words = carry.split()
             carry = words.pop() if words and not carry[-1].isspace() else ""
             out.extend(words)
-            open_line = open_line or bool(words)
+            open_last = words[-1] if words else open_last
         if out:
             empty = False
             yield out
     words = carry.split()  # the last line, without a final newline
-    if words or open_line:
+    last = words[-1] if words else open_last
+    if last is not None:
         empty = False
-        yield words + [PARAGRAPH]
+        yield ended(words, last)
     if empty:
         raise UserError(f"{path} is empty or holds only whitespace: no tokens to model")
 
 
 def text_tokens(path: Path) -> list[str]:
-    """A UTF-8 text file: whitespace-separated tokens, ``<p>`` after every non-empty line."""
+    """A UTF-8 text file as one list of tokens (:func:`text_token_chunks`)."""
     return [t for chunk in text_token_chunks(path) for t in chunk]
