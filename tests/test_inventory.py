@@ -63,6 +63,25 @@ def test_inventory_of_a_folder_and_the_check(tmp_path, capsys):
     assert "all 5 files traced" in capsys.readouterr().out
 
 
+def test_the_check_fails_on_a_recorded_command_the_command_line_now_refuses(tmp_path, capsys):
+    # a results file's command is how a reader reruns it: an option renamed since must be caught
+    from nplm_edu.cli.results import stale_commands
+
+    write(tmp_path, "ok.json", {**CLEAN, "command": "python -m nplm_edu reproduce ngrams --passes 3"})
+    write(tmp_path, "mpi.json", {**CLEAN, "command": "mpiexec -n 2 python -m nplm_edu train --parallel output-block"})
+    write(tmp_path, "bench.json", {**CLEAN, "command": "python benchmarks/bench_x.py --anything"})  # not ours to parse
+    write(tmp_path, "rows.json", {"rows": {"A": CLEAN, "B": {**CLEAN, "command": "python -m nplm_edu reproduce ngrams --no-such 1"}}})
+    assert main(["results", "--dir", str(tmp_path), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 1 recorded command(s) no longer run as written: rows.json:")
+    assert "unrecognized arguments: --no-such 1" in err
+    (line,) = stale_commands(inventory(tmp_path))
+    assert line.startswith("rows.json: `python -m nplm_edu reproduce ngrams --no-such 1`")
+    (tmp_path / "rows.json").unlink()
+    assert main(["results", "--dir", str(tmp_path), "--check"]) == 0
+    assert "their commands parse" in capsys.readouterr().out
+
+
 def test_bad_folder_or_file_is_one_line(tmp_path, capsys):
     assert main(["results", "--dir", str(tmp_path / "missing")]) == 2
     assert "is not a folder" in capsys.readouterr().err
@@ -121,6 +140,9 @@ def test_every_committed_results_file_is_traced_to_a_commit_of_this_repository()
     root = Path(__file__).resolve().parents[1]
     entries = inventory(root / "data" / "results")
     assert problems(entries) == []
+    from nplm_edu.cli.results import stale_commands
+
+    assert stale_commands(entries) == []  # and each command it records still runs as written
     if not (root / ".git").exists():
         pytest.skip("not a git checkout: the commits cannot be looked up")
     for e in entries:

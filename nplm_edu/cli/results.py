@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import shlex
+
 from ..errors import UserError
 from ..experiments.common import RESULTS, runs_root
 from ..experiments.inventory import inventory, problems, runs_progress
@@ -23,6 +27,29 @@ def _runs(folder) -> int:
     return 0
 
 
+def stale_commands(entries) -> list[str]:
+    """"file: command (why)" for every recorded ``python -m nplm_edu ...`` command (with or without an
+    ``mpiexec`` before it) that today's command line would refuse: a file's command is how a reader
+    reruns it. The benchmarks' commands are their scripts' own and are not read here."""
+    from . import build_parser
+
+    parser, bad = build_parser(), []
+    for e in entries:
+        for command in e.commands:
+            words = shlex.split(command)
+            at = next((i + 2 for i in range(len(words) - 1) if words[i:i + 2] == ["-m", "nplm_edu"]), None)
+            if at is None:
+                continue
+            said = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(said):
+                    parser.parse_args(words[at:])
+            except SystemExit:
+                why = (said.getvalue().strip().splitlines() or ["refused"])[-1]
+                bad.append(f"{e.path}: `{command}` ({why})")
+    return bad
+
+
 def _handler(args) -> int:
     if args.runs is not None:
         return _runs(runs_root(args.runs or None))
@@ -41,7 +68,11 @@ def _handler(args) -> int:
         bad = problems(entries)
         if bad:
             raise UserError(f"{len(bad)} results file(s) cannot be traced to one clean commit: " + "; ".join(bad))
-        print(f"all {len(entries)} files traced to a command and a clean commit, or kept with a reason")
+        stale = stale_commands(entries)
+        if stale:
+            raise UserError(f"{len(stale)} recorded command(s) no longer run as written: " + "; ".join(stale))
+        print(f"all {len(entries)} files traced to a command and a clean commit, or kept with a reason; "
+              "their commands parse")
     return 0
 
 
@@ -52,7 +83,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--dir", default=str(RESULTS), help=f"the results folder (default {RESULTS})")
     p.add_argument("--check", action="store_true",
                    help="fail (exit 2) if a file has no command or commit, or was made by modified code, "
-                        "unless it says why it is kept")
+                        "unless it says why it is kept, or if a command it records no longer parses")
     p.add_argument("--runs", nargs="?", const="", default=None, metavar="DIR",
                    help="instead: how far the training runs under DIR have got (default $NPLM_EDU_RUNS or "
                         "~/.cache/nplm_edu/runs): epochs, best validation perplexity, early-stopping count")

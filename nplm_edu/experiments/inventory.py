@@ -27,6 +27,7 @@ class Entry:
 
     path: str
     command: str | None = None
+    commands: list[str] = field(default_factory=list)  # every distinct command recorded in it (rows' too)
     commits: list[str] = field(default_factory=list)
     clean: bool | None = None  # False: the package differed from the commit; None: not recorded
     date: str | None = None
@@ -70,7 +71,8 @@ def entry_of(doc: dict, path: str) -> Entry:
     if not command and row_flags:
         command = row_flags[0][0]
     dates = [d for d in [date] + [f[3] for f in row_flags] if d]
-    return Entry(path=path, command=command, commits=commits, clean=clean, date=max(dates) if dates else None,
+    commands = list(dict.fromkeys(c for c in [command] + [f[0] for f in row_flags] if c))
+    return Entry(path=path, command=command, commands=commands, commits=commits, clean=clean, date=max(dates) if dates else None,
                  kept=doc.get("kept"))
 
 
