@@ -48,7 +48,7 @@ from ..models.ngram import KneserNey
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TRAJECTORY, TrainConfig, train
-from .common import RESULTS, check_output_path, is_full_brown, kn5_test, prepare_run, runs_root, write_results
+from .common import RESULTS, is_full_brown, kn5_test, prepare_run, results_path, runs_root, write_results
 from .table1 import table_corpus
 
 # the network and training of data/results/beyond.json (the defaults of `reproduce beyond`): the paper's SGD
@@ -111,7 +111,7 @@ def run_beyond(net: NPLMConfig = NETWORK, cfg: TrainConfig = TRAIN, opts: Beyond
     if opts.quick:
         cfg = TrainConfig(**{**asdict(cfg), "epochs": min(cfg.epochs, QUICK_EPOCHS)})
     check_settings(net, cfg)
-    out = check_output_path(Path(out) if out else RESULTS / ("beyond_quick.json" if opts.quick else "beyond.json"))
+    out = results_path(out, "beyond", opts.quick)
     corpus = table_corpus(spec, opts.quick)
     run_dir = runs_root(opts.runs_dir) / out.stem
     tokens = {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")}

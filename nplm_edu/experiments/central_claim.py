@@ -57,7 +57,7 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, train
 from .central_claim_brown import rescale, run_brown
-from .common import RESULTS, check_output_path, runs_root, write_results
+from .common import results_path, runs_root, write_results
 
 FAMILIES = {"animal-verb": (("cat", "walking"), ("horse", "sleeping"), ("bird", "eating")),
             "time-animal": (("yesterday", "cat"), ("now", "horse"), ("then", "bird"), ("today", "rabbit"))}
@@ -198,8 +198,7 @@ def run_central_claim(opts: CentralClaimOptions | None = None, out=None, quiet: 
     if opts.seeds < 1:
         raise UserError(f"seeds must be at least 1, got {opts.seeds}")
     started = time.monotonic()
-    out = check_output_path(Path(out) if out else RESULTS / ("central_claim_quick.json" if opts.quick
-                                                            else "central_claim.json"))
+    out = results_path(out, "central_claim", opts.quick)
     sizes, seeds = (QUICK["sizes"], QUICK["seeds"]) if opts.quick else (SIZES, opts.seeds)
     epochs, test_tokens = (QUICK["epochs"], QUICK["test"]) if opts.quick else (TRAIN.epochs, TEST_TOKENS)
     brown = None

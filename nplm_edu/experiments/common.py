@@ -100,6 +100,12 @@ def check_output_path(path) -> Path:
     return path
 
 
+def results_path(out, name: str, quick: bool = False) -> Path:
+    """Where a target writes: ``out`` if given, else data/results/<name>.json (<name>_quick.json for a
+    quick run), checked for writing now (:func:`check_output_path`)."""
+    return check_output_path(Path(out) if out else RESULTS / f"{name}{'_quick' if quick else ''}.json")
+
+
 def prepare_run(run_dir: Path, stamp_data: dict, force: bool, quick: bool) -> bool:
     """Make ``run_dir`` ready for a training run with the settings ``stamp_data`` (kept in its
     run_config.json); returns whether a checkpoint is there to resume. A checkpoint made with other

@@ -28,7 +28,7 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig, train
-from .common import RESULTS, check_output_path, write_results
+from .common import results_path, write_results
 from .minibatch import SLICE  # the Brown slice of ``reproduce minibatch``: 100,000 / 20,000 tokens
 from .table1 import NETWORKS, TRAIN as TABLE1_TRAIN, single_row, table_corpus
 
@@ -85,7 +85,7 @@ def run_lr_sweep(opts: LrSweepOptions | None = None, spec: CorpusSpec | None = N
     base = TrainConfig(epochs=epochs, batch=opts.batch, lr=1.0, decay_rate=opts.decay_rate,
                        weight_decay=opts.weight_decay, seed=opts.seed, patience=max(epochs, 1))
     base.validate()
-    out = check_output_path(Path(out) if out else RESULTS / ("lr_sweep_quick.json" if opts.quick else "lr_sweep.json"))
+    out = results_path(out, "lr_sweep", opts.quick)
     corpus = sweep_corpus(spec, opts.quick)
     mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **NETWORKS[row])
     doc = {"row": row, "model": asdict(mcfg), "corpus": corpus.name, "V": corpus.V, "quick": bool(opts.quick),

@@ -29,7 +29,7 @@ from ..data.corpus import CorpusSpec
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, train
-from .common import RESULTS, check_output_path, prepare_run, runs_root, write_results
+from .common import prepare_run, results_path, runs_root, write_results
 from .table1 import NETWORKS, TRAIN as TABLE1_TRAIN, single_row
 
 SLICE = (100_000, 20_000)  # default training / validation tokens on Brown
@@ -71,7 +71,7 @@ def run_minibatch(opts: MinibatchOptions | None = None, spec: CorpusSpec | None 
     if spec.corpus == "brown":
         spec = replace(spec, train_size=SLICE[0] if spec.train_size is None else spec.train_size,
                        valid_size=SLICE[1] if spec.valid_size is None else spec.valid_size)
-    out = check_output_path(Path(out) if out else RESULTS / "minibatch.json")
+    out = results_path(out, "minibatch")
     corpus = spec.load()
     epochs = opts.epochs
     mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **NETWORKS[row])

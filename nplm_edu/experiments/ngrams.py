@@ -14,7 +14,7 @@ from pathlib import Path
 from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..models.ngram import build_model, evaluate, exchange_classes
-from .common import RESULTS, check_output_path, write_results
+from .common import results_path, write_results
 
 # the n-gram rows of Table 1 (section 4.1): (model, n, classes) -> the paper's (valid, test) perplexity
 PAPER_NGRAMS = {
@@ -70,7 +70,7 @@ def run_ngrams(opts: NgramsOptions | None = None, spec: CorpusSpec | None = None
     opts = opts or NgramsOptions()
     spec = spec or CorpusSpec(corpus="brown")
     started = time.monotonic()
-    out = check_output_path(Path(out) if out else RESULTS / "ngrams.json")
+    out = results_path(out, "ngrams")
     corpus = spec.load()
     clusters: dict[int, tuple] = {}  # c -> (labels, history, seconds): one clustering per c, shared by n
     rows = []

@@ -43,8 +43,7 @@ from ..models.energy import EnergyConfig, EnergyNPLM
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, TrainingDiverged, train
-from .common import (RESULTS, check_output_path, provenance, read_results, runs_root, write_json_atomic,
-                     write_results)
+from .common import provenance, read_results, results_path, runs_root, write_json_atomic, write_results
 from .output_methods import METHODS, TimedBackend, build_model, energy_slice, evaluate, parse_methods
 from .table1 import ROWS, TRAIN as TABLE1_TRAIN, table_corpus
 
@@ -168,8 +167,7 @@ def run_output_layers(cfg: TrainConfig = TRAIN, opts: OutputLayersOptions | None
     opts = opts or OutputLayersOptions()
     spec = spec or CorpusSpec(corpus="brown")
     methods = parse_methods(opts.methods, opts.class_file)
-    out = check_output_path(Path(out) if out else RESULTS / ("output_layers_quick.json" if opts.quick
-                                                             else "output_layers.json"))
+    out = results_path(out, "output_layers", opts.quick)
     corpus = table_corpus(spec, opts.quick)
     epochs = min(cfg.epochs, QUICK_EPOCHS) if opts.quick else cfg.epochs
     cfg = replace(cfg, epochs=epochs)

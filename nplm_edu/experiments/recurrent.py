@@ -46,8 +46,8 @@ from ..models.rnn import CELLS, RecurrentConfig
 from ..numerics.recurrent import recurrent_model
 from ..training.stream import StreamBackend, StreamConfig, paragraph_id, split_log_probs, split_stream
 from ..training.trainer import TRAJECTORY, TrainConfig, train
-from .common import (RESULTS, check_output_path, command_line, git_commit, is_full_brown, kn5_test, package_modified,
-                     prepare_run, runs_root, write_results)
+from .common import (RESULTS, command_line, git_commit, is_full_brown, kn5_test, package_modified, prepare_run,
+                     results_path, runs_root, write_results)
 from .table1 import table_corpus
 
 _TRAIN = TrainConfig(epochs=15, batch=32, lr=20.0, decay_rate=0.0, lr_decay=0.8, weight_decay=0.0,
@@ -176,7 +176,7 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
     spec = spec or CorpusSpec(corpus="brown")
     started = time.monotonic()
     cells = parse_models(opts.models)
-    out = check_output_path(Path(out) if out else RESULTS / ("recurrent_quick.json" if opts.quick else "recurrent.json"))
+    out = results_path(out, "recurrent", opts.quick)
     corpus = table_corpus(spec, opts.quick)
     for cell in cells:
         settings(cell, opts, corpus.V)  # every setting checked before hours of training

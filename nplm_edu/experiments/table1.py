@@ -69,8 +69,8 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import model_from_checkpoint
 from ..training.trainer import TrainConfig, train
-from .common import (RESULTS, check_output_path, is_full_brown, kn5_test, provenance, read_results, runs_root,
-                     write_json_atomic, write_results)
+from .common import (is_full_brown, kn5_test, provenance, read_results, results_path, runs_root, write_json_atomic,
+                     write_results)
 
 # Table 1 (Brown): the trained rows and the paper's (train, valid, test) perplexities
 ROWS = {
@@ -243,7 +243,7 @@ def run_table1(cfg: TrainConfig = TRAIN, opts: Table1Options | None = None, spec
     opts = opts or Table1Options()
     spec = spec or CorpusSpec(corpus="brown")
     rows = parse_rows(opts.rows)
-    out = check_output_path(Path(out) if out else RESULTS / ("table1_quick.json" if opts.quick else "table1.json"))
+    out = results_path(out, "table1", opts.quick)
     corpus = table_corpus(spec, opts.quick)
     s = settings_of(cfg, spec, corpus, opts.quick)
     runs = runs_root(opts.runs_dir) / out.stem
