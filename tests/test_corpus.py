@@ -232,6 +232,19 @@ def reference_text_tokens(path):
     return tokens
 
 
+def test_reading_a_text_file_shows_its_progress_when_asked(tmp_path, monkeypatch):
+    from test_ngram import recorded_bars
+
+    f = tmp_path / "t.txt"
+    f.write_text("a b c\n" * 5000 + "dé fin", encoding="utf-8")
+    bars = recorded_bars(monkeypatch)
+    assert [t for c in text_token_chunks(f, read_bytes=1000) for t in c] == reference_text_tokens(f)
+    assert [b["shown"] for b in bars] == [False]  # none unless asked
+    assert [t for c in text_token_chunks(f, read_bytes=1000, progress=True) for t in c] == reference_text_tokens(f)
+    bar = bars[-1]
+    assert bar["shown"] and bar["desc"] == "reading t.txt" and bar["n"] == bar["total"] == f.stat().st_size
+
+
 def test_streaming_text_reader_matches_the_whole_file_reader(cache, tmp_path):
     rng = np.random.default_rng(0)
     # words with multi-byte characters, every kind of whitespace, long and empty lines, no final newline

@@ -351,3 +351,46 @@ def test_cli_prints_and_writes_json(tmp_path, capsys):
         run_cli(["ngram", "--model", "interp", "--order", "4"])
     with pytest.raises(UserError):
         run_cli(["ngram", "--model", "class"])
+
+
+# --------------------------------------------------------------------------- progress bars
+
+def recorded_bars(monkeypatch) -> list[dict]:
+    """Every tqdm bar the code makes from now on, drawn at once (no delay) into a string, not the
+    terminal: its name, whether it was shown, how far it got of its total (read when it closes)."""
+    import io
+
+    import tqdm.auto
+
+    bars, Bar = [], tqdm.auto.tqdm
+
+    class Recorded(Bar):
+        def __init__(self, *args, **kwargs):
+            self.recorded = None
+            super().__init__(*args, **{**kwargs, "delay": 0, "file": io.StringIO()})
+            self.name = kwargs.get("desc")
+
+        def close(self):
+            if self.recorded is None:
+                self.recorded = {"desc": self.name, "shown": not self.disable, "n": self.n, "total": self.total}
+                bars.append(self.recorded)
+            super().close()
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recorded)
+    return bars
+
+
+def test_counting_and_scoring_show_their_progress_when_asked_and_give_the_same_numbers(monkeypatch):
+    from nplm_edu.models.ngram.build import evaluate
+
+    corpus = load_corpus("synthetic", seed=3)
+    bars = recorded_bars(monkeypatch)
+    quiet = evaluate(KneserNey(4, corpus.V), corpus, "kn")
+    assert len(bars) == 4 and not any(b["shown"] for b in bars)  # no bar unless asked
+    bars.clear()
+    shown = evaluate(KneserNey(4, corpus.V), corpus, "kn", progress=True)
+    assert [shown[s] for s in ("train", "valid", "test")] == [quiet[s] for s in ("train", "valid", "test")]
+    assert [b["desc"] for b in bars] == [f"counting n-grams of {len(corpus.train):,} tokens", "scoring train",
+                                         "scoring valid", "scoring test"]
+    assert all(b["shown"] and b["n"] == b["total"] for b in bars)  # every bar ran to its end
+    assert [b["total"] for b in bars] == [3] + [len(corpus.windows(s, 4)[1]) for s in ("train", "valid", "test")]

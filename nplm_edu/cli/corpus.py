@@ -45,7 +45,11 @@ def corpus_spec(args) -> CorpusSpec:
 
 
 def corpus_from_args(args) -> Corpus:
-    return corpus_spec(args).load()
+    """The corpus the options name; reading a large text file shows a bar (on rank 0 under mpiexec)
+    unless ``--quiet``."""
+    from . import mpi_rank
+
+    return corpus_spec(args).load(progress=not getattr(args, "quiet", False) and mpi_rank() == 0)
 
 
 def _cmd_info(args) -> int:

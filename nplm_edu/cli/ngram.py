@@ -19,7 +19,7 @@ def _cmd_ngram(args) -> int:
     corpus = corpus_from_args(args)
     order = args.order if args.order is not None else 3 if args.model in ("interp", "class") else 5
     model = build_model(args.model, order, corpus.V, args.classes, args.passes, args.seed, args.quiet)
-    res = evaluate(model, corpus, args.model, em_iterations=args.em_iterations)
+    res = evaluate(model, corpus, args.model, em_iterations=args.em_iterations, progress=not args.quiet)
     res["corpus"] = corpus.name
     label = {"mle": "maximum likelihood", "interp": "deleted interpolation", "kn": "modified Kneser-Ney",
              "class": f"class-based ({args.classes} classes), Kneser-Ney on classes"}[args.model]
@@ -54,5 +54,5 @@ def add_cli(subparsers) -> None:
                    help="random initial classes (default: frequency round-robin, no randomness)")
     p.add_argument("--em-iterations", type=int, default=5, help="EM iterations (--model interp, default 5)")
     p.add_argument("--json", metavar="PATH", default=None, help="also write the results as JSON ('-': stdout)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no EM log")
+    p.add_argument("--quiet", action="store_true", help="no progress bars, no EM log")
     p.set_defaults(func=_cmd_ngram)

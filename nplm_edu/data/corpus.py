@@ -185,13 +185,13 @@ def resolve_split(total: int, train: float | int, valid: float | int) -> tuple[i
 
 
 def load_corpus(name: str = "synthetic", *, train=None, valid=None, min_count: int = 4,
-                seed: int = 0, synthetic_tokens: int = 30_000, cache: bool = True) -> Corpus:
+                seed: int = 0, synthetic_tokens: int = 30_000, cache: bool = True, progress: bool = False) -> Corpus:
     """Load ``"brown"``, ``"synthetic"`` or a UTF-8 text file as a :class:`Corpus`.
 
     ``train`` and ``valid`` are token counts (int) or fractions (float); the test set is the rest.
     Defaults: the paper's 800,000 / 200,000 on Brown, 0.8 / 0.1 elsewhere. ``min_count``: words
     seen fewer times in the whole corpus become ``<unk>`` (4, i.e. "3 times or fewer", as the
-    paper did).
+    paper did). ``progress``: a bar while a text file is read (not from the cache) for over a second.
     """
     if min_count < 1:
         raise UserError(f"min_count must be at least 1, got {min_count}")
@@ -209,7 +209,7 @@ def load_corpus(name: str = "synthetic", *, train=None, valid=None, min_count: i
         path = Path(name).expanduser()
         if not path.exists():
             raise UserError(f"no such corpus: {name!r} is not 'brown', 'synthetic' or an existing file")
-        ids, vocab = _load_stream("text", path, min_count, lambda: text_token_chunks(path), cache)
+        ids, vocab = _load_stream("text", path, min_count, lambda: text_token_chunks(path, progress=progress), cache)
         default = DEFAULT_SPLIT
     bounds = resolve_split(len(ids), default[0] if train is None else train,
                           default[1] if valid is None else valid)
@@ -228,9 +228,9 @@ class CorpusSpec:
     corpus_seed: int = 0  # seed of the synthetic corpus
     synthetic_tokens: int = 30_000
 
-    def load(self) -> Corpus:
+    def load(self, progress: bool = False) -> Corpus:
         return load_corpus(self.corpus, train=self.train_size, valid=self.valid_size, min_count=self.min_count,
-                           seed=self.corpus_seed, synthetic_tokens=self.synthetic_tokens)
+                           seed=self.corpus_seed, synthetic_tokens=self.synthetic_tokens, progress=progress)
 
 
 def export(corpus: Corpus, out: Path) -> dict[str, Path]:

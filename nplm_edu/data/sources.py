@@ -61,9 +61,13 @@ def _check_text_file(path: Path) -> None:
         raise UserError(f"{path} is a folder, not a text file")
 
 
-def _utf8_pieces(path: Path, read_bytes: int = READ_BYTES) -> Iterator[str]:
-    """The text of a UTF-8 file, ``read_bytes`` at a time (a leading byte-order mark dropped)."""
-    with open(path, "rb") as f:
+def _utf8_pieces(path: Path, read_bytes: int = READ_BYTES, progress: bool = False) -> Iterator[str]:
+    """The text of a UTF-8 file, ``read_bytes`` at a time (a leading byte-order mark dropped);
+    ``progress``: a bar of the bytes read, shown once reading has taken a second."""
+    from tqdm.auto import tqdm
+
+    with open(path, "rb") as f, tqdm(total=path.stat().st_size, desc=f"reading {path.name}", unit="B",
+                                     unit_scale=True, delay=1, leave=False, disable=not progress) as bar:
         pending = f.read(3)  # a byte-order mark (Windows editors write one) is not part of the first word
         done = 3 if pending == codecs.BOM_UTF8 else 0  # bytes decoded so far
         if done:
@@ -77,17 +81,18 @@ def _utf8_pieces(path: Path, read_bytes: int = READ_BYTES) -> Iterator[str]:
                 raise UserError(f"{path} is not UTF-8 text (byte {done + e.start}): convert it first, "
                                 "e.g. with iconv") from None
             done, pending = done + used, data[used:]
+            bar.update(f.tell() - bar.n)
             if text:
                 yield text
             if not raw:
                 return
 
 
-def text_token_chunks(path: Path, read_bytes: int = READ_BYTES) -> Iterator[list[str]]:
+def text_token_chunks(path: Path, read_bytes: int = READ_BYTES, progress: bool = False) -> Iterator[list[str]]:
     """A UTF-8 text file as lists of tokens, a piece of the file at a time: whitespace-separated
     tokens, ``<p>`` after every non-empty line that does not already end in a mark (``<p>``, or
     ``<t>``, as ``corpus export`` writes them), so an exported split reads back as the same stream.
-    Memory: one piece and one token, whatever the file."""
+    Memory: one piece and one token, whatever the file. ``progress``: a bar of the bytes read."""
     _check_text_file(path)
     carry, empty = "", True  # the unfinished last line
     open_last = None  # the last word already given of that line, if any
@@ -95,7 +100,7 @@ def text_token_chunks(path: Path, read_bytes: int = READ_BYTES) -> Iterator[list
     def ended(words: list[str], last: str) -> list[str]:  # a line's words, then its paragraph mark
         return words if last in (PARAGRAPH, TEXT) else words + [PARAGRAPH]
 
-    for piece in _utf8_pieces(path, read_bytes):
+    for piece in _utf8_pieces(path, read_bytes, progress):
         lines = (carry + piece).split("\n")  # a paragraph per line ("\r\n" too: split() drops the "\r")
         carry = lines.pop()
         out: list[str] = []

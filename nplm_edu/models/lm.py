@@ -28,17 +28,25 @@ class LanguageModel:
         with np.errstate(divide="ignore"):
             return np.log(p[np.arange(len(targets)), targets])
 
-    def total_log_prob(self, contexts: np.ndarray, targets: np.ndarray, batch: int = 4096) -> float:
-        """Sum of log P(w_t | context) over all windows, computed in batches to bound memory."""
+    def total_log_prob(self, contexts: np.ndarray, targets: np.ndarray, batch: int = 4096,
+                       progress: str | None = None) -> float:
+        """Sum of log P(w_t | context) over all windows, computed in batches to bound memory; with
+        ``progress``, a progress bar of that name (shown once scoring has taken a second)."""
+        from tqdm.auto import tqdm
+
         total = 0.0
-        for i in range(0, len(targets), batch):
-            total += float(np.sum(self.log_prob(contexts[i:i + batch], targets[i:i + batch]), dtype=np.float64))
+        with tqdm(total=len(targets), desc=progress, unit="token", unit_scale=True, delay=1, leave=False,
+                  disable=progress is None) as bar:
+            for i in range(0, len(targets), batch):
+                total += float(np.sum(self.log_prob(contexts[i:i + batch], targets[i:i + batch]), dtype=np.float64))
+                bar.update(min(batch, len(targets) - i))
         return total
 
-    def perplexity(self, contexts: np.ndarray, targets: np.ndarray, batch: int = 4096) -> float:
+    def perplexity(self, contexts: np.ndarray, targets: np.ndarray, batch: int = 4096,
+                   progress: str | None = None) -> float:
         """exp(-(1/T) sum_t log P(w_t | context_t)) over the given windows."""
         contexts = np.asarray(contexts)
         k = self.order - 1
         if contexts.shape[1] > k:  # longer windows than this model needs: keep the most recent words
             contexts = contexts[:, contexts.shape[1] - k:]
-        return float(np.exp(-self.total_log_prob(contexts, targets, batch) / len(targets)))
+        return float(np.exp(-self.total_log_prob(contexts, targets, batch, progress) / len(targets)))

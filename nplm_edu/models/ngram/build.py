@@ -38,8 +38,9 @@ def build_model(name: str, order: int, V: int, classes: int | None = None, passe
     raise UserError(f"unknown model {name!r}: use one of {', '.join(MODELS)}")
 
 
-def evaluate(model, corpus, name: str, class_labels=None, em_iterations: int = 5) -> dict:
-    """Fit on the training split (EM on validation for ``interp``), score every split; times included."""
+def evaluate(model, corpus, name: str, class_labels=None, em_iterations: int = 5, progress: bool = False) -> dict:
+    """Fit on the training split (EM on validation for ``interp``), score every split; times included.
+    ``progress``: bars for the counting and the scoring, on a corpus where they take over a second."""
     n = model.order
     t0 = time.perf_counter()
     if name == "interp":
@@ -47,12 +48,12 @@ def evaluate(model, corpus, name: str, class_labels=None, em_iterations: int = 5
     elif name == "class":
         model.fit(corpus.train, classes=class_labels)
     else:
-        model.fit(corpus.train)
+        model.fit(corpus.train, progress=progress)
     fit_s = time.perf_counter() - t0
     out = {"model": name, "order": n, "classes": getattr(model, "n_classes", None), "V": corpus.V}
     for split in ("train", "valid", "test"):
         t1 = time.perf_counter()
-        ppl = model.perplexity(*corpus.windows(split, n))
+        ppl = model.perplexity(*corpus.windows(split, n), progress=f"scoring {split}" if progress else None)
         out[split] = None if not math.isfinite(ppl) else round(ppl, 3)
         if split == "test":
             out["test_seconds"] = round(time.perf_counter() - t1, 3)

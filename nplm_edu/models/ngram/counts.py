@@ -114,7 +114,7 @@ class NgramCounts:
     stream's length: int32 below 2**31 tokens (int64 above), half the memory of int64.
     """
 
-    def __init__(self, ids, order: int, V: int):
+    def __init__(self, ids, order: int, V: int, progress: bool = False):
         if order < 1:
             raise UserError(f"n-gram order must be at least 1, got {order}")
         ids = check_ids(ids, V, "training ids", np.int32 if V < 2 ** 31 else np.int64)  # (L,) copied if need be
@@ -130,10 +130,13 @@ class NgramCounts:
         self.suffix = [np.zeros(1, idt), np.zeros(V, idt)]  # a word's suffix is the empty context
         self.offsets = [None, np.array([0, V], idt)]  # the empty context is followed by every word
         with retained_memory():  # the temporaries of one order reuse the pages of the order before
-            self._count(ids, idt)
+            self._count(ids, idt, progress)
 
-    def _count(self, ids: np.ndarray, idt) -> None:
-        """Orders 2..n of ``ids`` (L,), each from the one below it (:meth:`_add_order`)."""
+    def _count(self, ids: np.ndarray, idt, progress: bool = False) -> None:
+        """Orders 2..n of ``ids`` (L,), each from the one below it (:meth:`_add_order`); with
+        ``progress``, a bar over the orders (shown once counting has taken a second)."""
+        from tqdm.auto import tqdm
+
         L = len(ids)
         # work arrays, allocated once for every order: at scale, writing fresh memory costs more than
         # the arithmetic done in it. Positions and ids twice: one is read while the other is written.
@@ -142,7 +145,8 @@ class NgramCounts:
         pos, gid = work["pos"][0], work["gid"][0]  # (L,)
         pos[:] = word_order(ids, self.V)  # positions sorted by their word (order 1) ...
         np.take(ids, pos, out=gid)  # ... and the word there: its id in table 1, nondecreasing
-        for k in range(2, self.order + 1):
+        for k in tqdm(range(2, self.order + 1), desc=f"counting n-grams of {L:,} tokens", unit="order", delay=1,
+                      leave=False, disable=not progress):
             pos, gid = self._add_order(k, ids, pos, gid, work, need_ids=k < self.order)
 
     def _add_order(self, k: int, ids: np.ndarray, pos: np.ndarray, gid: np.ndarray, work: dict,

@@ -53,14 +53,15 @@ class RecursiveNgram(LanguageModel):
     def model_discounts(self, k: int, c: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def fit(self, train_ids, ngrams: NgramCounts | None = None) -> "RecursiveNgram":
+    def fit(self, train_ids, ngrams: NgramCounts | None = None, progress: bool = False) -> "RecursiveNgram":
         """Count every order of ``train_ids`` (or reuse ``ngrams`` of at least this order) and
-        precompute, per order, the discounted numerators and each context's c(h .) and gamma(h)."""
+        precompute, per order, the discounted numerators and each context's c(h .) and gamma(h);
+        ``progress``: a bar while counting a corpus large enough to take more than a second."""
         if ngrams is not None and (ngrams.order < self.order or ngrams.V != self.V):
             raise UserError(f"counts of order {ngrams.order}, |V| = {ngrams.V} cannot serve a model of "
                             f"order {self.order}, |V| = {self.V}")
         with retained_memory():  # one pool of pages for counting and every order's sums
-            self.ngrams = ngrams if ngrams is not None else NgramCounts(train_ids, self.order, self.V)
+            self.ngrams = ngrams if ngrams is not None else NgramCounts(train_ids, self.order, self.V, progress)
             self._precompute()
         return self
 
@@ -146,6 +147,11 @@ class RecursiveNgram(LanguageModel):
         for P in self.level_rows(contexts):
             pass
         return P
+
+    def perplexity(self, contexts, targets, batch: int = 1 << 16, progress: str | None = None) -> float:
+        """As for every model, in batches of 65,536 windows: scoring holds a few numbers per window,
+        not a row of |V|, and each batch walks down the trie for its first window only."""
+        return super().perplexity(contexts, targets, batch, progress)
 
     def log_prob(self, contexts, targets) -> np.ndarray:
         """log P(w_t | context) per window (K,), without building (K, |V|) rows."""
