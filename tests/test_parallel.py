@@ -365,13 +365,14 @@ def _ignores_sigint(pid: int) -> bool:
     return bool(int(status.split("SigIgn:")[1].split()[0], 16) & (1 << (2 - 1)))
 
 
-def _start_hogwild(tmp_path):
+def _start_hogwild(tmp_path, quiet: bool = True):
     """A long hogwild run, once its two workers train (they have set Ctrl-C aside for the parent).
     The run dumps every thread's Python stack on SIGABRT (faulthandler), for :func:`_finish`."""
     # as a terminal's foreground job: Ctrl-C not ignored. A shell without job control starts its
     # background jobs (`cmd &`, so CI started that way) with SIGINT ignored, which they inherit; Python
     # then leaves it ignored and Ctrl-C cannot stop the run, as the shell intends for a background job
-    proc = subprocess.Popen([sys.executable, *_train_cli(), *LONG_HOGWILD, "--out", str(tmp_path / "run")],
+    argv = [a for a in LONG_HOGWILD if quiet or a != "--quiet"]
+    proc = subprocess.Popen([sys.executable, *_train_cli(), *argv, "--out", str(tmp_path / "run")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env=dict(ENV, PYTHONFAULTHANDLER="1"),
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -446,3 +447,26 @@ def test_hogwild_ctrl_c_is_one_line(tmp_path):
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == ["interrupted"], err
     assert not any(_alive(w) for w in workers)
+
+
+def test_hogwild_sigterm_is_taken_as_ctrl_c(tmp_path):
+    """SIGTERM (sent by `timeout` and batch schedulers) to the parent: the workers stopped, one line, as
+    Ctrl-C does (it ended the run silently, exit 143), and no shared memory or orphan left."""
+    before = set(os.listdir("/dev/shm"))
+    proc, workers = _start_hogwild(tmp_path)
+    os.kill(proc.pid, signal.SIGTERM)
+    err = _finish(proc)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["interrupted"], err
+    assert not any(_alive(w) for w in workers) and set(os.listdir("/dev/shm")) - before == set()
+
+
+def test_hogwild_error_line_is_not_glued_to_the_progress_bar(tmp_path):
+    """With the progress bar shown, a failed worker's one line starts a line of its own: the bar is
+    closed (and erased) before the error is printed."""
+    proc, workers = _start_hogwild(tmp_path, quiet=False)
+    os.kill(workers[0], 9)
+    err = _finish(proc)
+    assert proc.returncode == 2, err
+    last = err.replace("\r", "\n").strip().splitlines()[-1]  # what the terminal shows last
+    assert last.startswith("error: a hogwild worker failed"), repr(err[-300:])

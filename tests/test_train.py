@@ -310,6 +310,9 @@ def test_resume_refuses_a_checkpoint_of_another_corpus(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {tmp_path / 'checkpoint.npz'} was trained on other data"), err
     assert (tmp_path / "checkpoint.npz").read_bytes() == before
+    assert err[0].endswith("start afresh with --force instead of --resume")  # the way it names is open:
+    assert main([*args, "--epochs", "1", "--force", "--corpus-seed", "9"]) == 0
+    assert (tmp_path / "checkpoint.npz").read_bytes() != before
 
 
 def test_stale_temporaries_are_removed_at_the_start(tmp_path):
@@ -333,7 +336,27 @@ def test_unwritable_out_fails_before_training(tmp_path, capsys):
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: cannot write to {afile / 'run'}"), err
+    assert err[0].endswith(f"{afile} is a file, not a folder")  # not the system's "File exists"
     assert "epoch" not in captured.out and afile.read_text() == "x"  # not one epoch trained
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["train", "--results", "{folder}"], "{folder} is a folder: --results takes a file path"),
+    (["train", "--results", "{afile}/r.json"], "cannot write to {afile}: {afile} is a file, not a folder"),
+    (["mix", "{ckpt}", "--json", "{afile}/m.json"], "cannot write to {afile}: {afile} is a file, not a folder"),
+    (["mix", "{ckpt}", "--json", "{folder}"], "{folder} is a folder: --json takes a file path"),
+    (["ngram", "--json", "{afile}/n.json"], "cannot write to {afile}: {afile} is a file, not a folder"),
+])
+def test_output_files_are_checked_before_any_work(tmp_path, capsys, argv, says):
+    """--results, mix's and ngram's --json: an unwritable path is one line naming the option, before any
+    training, fitting or scoring (the checkpoint given to mix does not even exist: it is never read)."""
+    names = {"folder": tmp_path / "adir", "afile": tmp_path / "afile", "ckpt": tmp_path / "none.npz"}
+    names["folder"].mkdir()
+    names["afile"].write_text("x")
+    argv = [a.format(**names) for a in argv] + ["--corpus", "synthetic", "--epochs", "50"] * (argv[0] == "train")
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == "error: " + says.format(**names) and "epoch" not in captured.out
 
 
 @pytest.mark.parametrize("change, says", [
@@ -348,14 +371,38 @@ def test_unwritable_out_fails_before_training(tmp_path, capsys):
 def test_checkpoint_with_a_bad_meta_is_one_clear_error(tmp_path, capsys, change, says):
     """This version's format tag, but a meta with a field missing or of the wrong type: one clear line from
     `train --resume` and from `mix`, not a traceback from deep inside the trainer."""
+    def spoil(arrays):
+        meta = json.loads(str(arrays["meta"]))
+        change(meta)
+        arrays["meta"] = np.array(json.dumps(meta))
+
+    assert_refused_in_one_line(tmp_path, capsys, spoil, says)
+
+
+@pytest.mark.parametrize("name, change", [
+    ("param/C", lambda a: a.astype(str)),  # strings: the copy into the model raised a ValueError traceback
+    ("param/C", lambda a: a.astype(np.int8)),  # whole numbers: silently cast before
+    ("best/U", lambda a: np.full_like(a, np.nan)),  # not finite: save_checkpoint never writes one
+])
+def test_checkpoint_with_bad_parameter_arrays_is_one_clear_error(tmp_path, capsys, name, change):
+    """A checkpoint whose meta is fine but whose parameters are not finite floating-point numbers."""
+    def spoil(arrays):
+        arrays[name] = change(arrays[name])
+
+    assert_refused_in_one_line(tmp_path, capsys, spoil, f"array '{name}' is not finite floating-point numbers")
+
+
+def assert_refused_in_one_line(tmp_path, capsys, spoil, says):
+    """A good checkpoint's arrays, ``spoil``-ed in place and saved anew: `train --resume` and `mix` each
+    refuse it in one line saying ``says``, and leave the file as it was."""
     run(tmp_path, "good", 1)
     with np.load(tmp_path / "good" / "checkpoint.npz", allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    meta = json.loads(str(arrays["meta"]))
-    change(meta)
+    spoil(arrays)
     bad = tmp_path / "bad" / "checkpoint.npz"
     bad.parent.mkdir()
-    np.savez(bad, **dict(arrays, meta=np.array(json.dumps(meta))))
+    np.savez(bad, **arrays)
+    before = bad.read_bytes()
     for argv in (["train", "--corpus", "synthetic", "--out", str(bad.parent), "--resume", "--quiet"],
                  ["mix", str(bad), "--corpus", "synthetic"]):
         capsys.readouterr()
@@ -363,6 +410,7 @@ def test_checkpoint_with_a_bad_meta_is_one_clear_error(tmp_path, capsys, change,
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"error: {bad} is not a readable nplm-edu checkpoint ("), err
         assert says in err[0], err
+    assert bad.read_bytes() == before
 
 
 # ----------------------------------------------------------------- resume through a real process

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 
 from ..analysis.mixture import mixture_report
 from ..errors import UserError
+from ..experiments.common import check_output_path, write_json_atomic
 from ..models.ngram import InterpolatedTrigram
 from ..training.checkpoint import model_from_checkpoint
 from .corpus import add_corpus_args, corpus_from_args
 
 
 def _cmd_mix(args) -> int:
+    if args.json:
+        check_output_path(args.json, "--json")  # before the trigram is fitted and both models scored
     model = model_from_checkpoint(args.checkpoint)
     corpus = corpus_from_args(args)
     if corpus.V != model.V:
@@ -33,8 +34,7 @@ def _cmd_mix(args) -> int:
         print(f"{name:14} {r['valid']:9.2f} {r['test']:9.2f}")
     print(f"EM weight of the network: {report['weights']['mix EM']:.3f}")
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(dict(report, checkpoint=str(args.checkpoint), corpus=args.corpus), indent=1))
+        write_json_atomic(args.json, dict(report, checkpoint=str(args.checkpoint), corpus=args.corpus))
     return 0
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import sys
 
-from ..experiments.common import write_json_atomic
+from ..experiments.common import check_output_path, write_json_atomic
 from ..models.ngram.build import MODELS, build_model, evaluate
 from .corpus import add_corpus_args, corpus_from_args
 
 
 def _cmd_ngram(args) -> int:
+    if args.json and args.json != "-":
+        check_output_path(args.json, "--json")  # before the fit
     corpus = corpus_from_args(args)
     order = args.order if args.order is not None else 3 if args.model in ("interp", "class") else 5
     model = build_model(args.model, order, corpus.V, args.classes, args.passes, args.seed, args.quiet)

@@ -54,7 +54,7 @@ def _handler(args) -> int:
     rank = 0 if comm is None else comm.Get_rank()
     quiet = args.quiet or rank != 0  # one rank speaks
     if args.results:
-        check_output_path(args.results)  # before any training
+        check_output_path(args.results, "--results")  # before any training
     if args.resume:  # a missing or unreadable checkpoint is bad input: found here, said once (by rank 0 under MPI)
         load_checkpoint(Path(args.out) / "checkpoint.npz")
     elif not args.force and (Path(args.out) / "checkpoint.npz").exists():  # a fresh start would overwrite it

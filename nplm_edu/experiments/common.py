@@ -91,11 +91,12 @@ def write_results(path, doc: dict, started: float, command: str | None = None) -
     return write_json_atomic(path, {**doc, **provenance(started, command)})
 
 
-def check_output_path(path) -> Path:
-    """Fail now, not after hours of training, if a results file cannot be written at ``path``."""
+def check_output_path(path, option: str = "--out") -> Path:
+    """Fail now, not after hours of training, if a results file cannot be written at ``path`` (given
+    by the command-line ``option``, which the message names)."""
     path = Path(path)
     if path.is_dir():
-        raise UserError(f"{path} is a folder: --out takes a file path")
+        raise UserError(f"{path} is a folder: {option} takes a file path")
     check_writable(path.parent)
     return path
 

@@ -101,8 +101,10 @@ def check_writable(folder) -> Path:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test.")
         os.close(fd)
         os.unlink(probe)
-    except OSError as e:
-        raise UserError(f"cannot write to {folder}: {e.strerror or e}") from None
+    except OSError as e:  # a file where a folder should be says so; anything else, as the system says it
+        blocker = next((p for p in [folder, *folder.parents] if p.exists() and not p.is_dir()), None)
+        why = f"{blocker} is a file, not a folder" if blocker is not None else e.strerror or str(e)
+        raise UserError(f"cannot write to {folder}: {why}") from None
     return folder
 
 
@@ -165,6 +167,9 @@ def load_checkpoint(path) -> tuple[dict, dict, dict | None, dict]:
             if not isinstance(meta.get(key), typ):
                 raise ValueError(f"meta field {key!r} is missing or not a {typ.__name__}")
         TrainState.from_meta(meta["state"])
+        for k, v in files.items():  # parameters are finite floating-point numbers (save_checkpoint's promise)
+            if k.startswith(("param/", "best/")) and (v.dtype.kind != "f" or not np.all(np.isfinite(v))):
+                raise ValueError(f"array {k!r} is not finite floating-point numbers ({v.dtype})")
     except Exception as e:  # noqa: BLE001 -- truncated zip, pickled objects, bad JSON, bad meta ...
         raise UserError(f"{path} is not a readable nplm-edu checkpoint ({_what_went_wrong(path, e)})") from None
     params = {k[6:]: v for k, v in files.items() if k.startswith("param/")}

@@ -201,7 +201,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                             f"{meta['train'].get('frozen', '')!r}")
         if meta.get("data") != fingerprint:
             raise UserError(f"{path} was trained on other data (another corpus, split or vocabulary): "
-                            "resume it on the same corpus, or start afresh without --resume")
+                            "resume it on the same corpus, or start afresh with --force instead of --resume")
         state = TrainState.from_meta(meta["state"])
         backend.load(params)
         backend.load_extra(extra, state)
@@ -244,12 +244,13 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                 order = order if left is None else order[:max(0, left) * K]
                 try:
                     loss, updates = backend.run_epoch(order, state, config)
-                except TrainingDiverged as e:  # said by the backend (hogwild: which worker, about which update)
-                    if not hasattr(e, "report"):
-                        raise
-                    raise diverged(*e.report) from None
+                except BaseException as e:  # a worker failed or diverged, Ctrl-C: the error's line is its own
+                    bar.close()
+                    if isinstance(e, TrainingDiverged) and hasattr(e, "report"):  # which worker, about which update
+                        raise diverged(*e.report) from None
+                    raise
                 if exploded(loss, V):
-                    raise diverged(f"the training loss became {loss}")
+                    raise diverged(f"the training loss became {loss:.4g}")
                 state.step += updates
                 state.loss_sum, state.loss_count = loss * len(order), len(order)
                 bar.update(len(order))

@@ -53,9 +53,9 @@ class HogwildDiverged(TrainingDiverged):
     def __init__(self, loss: float, update: int, worker: int, workers: int):
         self.loss, self.update, self.worker, self.workers = loss, update, worker, workers
         # (what, at, detail) for the trainer's message, which adds the epoch and the checkpoint kept
-        self.report = (f"the training loss became {loss}", f"about update {update}",
+        self.report = (f"the training loss became {loss:.4g}", f"about update {update}",
                        f" (hogwild worker {worker + 1} of {workers})")
-        super().__init__(f"the training loss became {loss} at about update {update} (hogwild worker {worker + 1} "
+        super().__init__(f"the training loss became {loss:.4g} at about update {update} (hogwild worker {worker + 1} "
                          f"of {workers}); try a smaller learning rate")
 
 
@@ -101,9 +101,18 @@ def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0:
         raise
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
 def _wait(procs, stop) -> None:
-    """Wait for the workers; as soon as one ends abnormally (killed, crashed), or on Ctrl-C, stop
-    the others at once instead of letting them finish their slices."""
+    """Wait for the workers; as soon as one ends abnormally (killed, crashed), or on Ctrl-C or
+    SIGTERM (sent by ``timeout`` and batch schedulers, here taken as Ctrl-C), stop the others at
+    once instead of letting them finish their slices."""
+    try:
+        old = signal.signal(signal.SIGTERM, _interrupted)  # the workers, forked before, keep the default
+    except ValueError:  # not in the main thread: signals are left alone
+        old = None
     try:
         while any(p.exitcode is None for p in procs):
             if any(p.exitcode not in (None, 0) for p in procs):
@@ -113,6 +122,9 @@ def _wait(procs, stop) -> None:
         stop.value = 1
         _end(procs)
         raise
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
     if any(p.exitcode not in (None, 0) for p in procs):
         stop.value = 1
         _end(procs)
