@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "nplm_edu"
-LAYERS = ["errors", "data", "models", "numerics", "training", "analysis", "experiments", "cli"]
+LAYERS = ["errors", "progress", "data", "models", "numerics", "training", "analysis", "experiments", "cli"]
 
 
 def modules():

@@ -44,3 +44,44 @@ def test_frozen_resume_and_errors(tmp_path):
         TrainConfig(frozen="Q").validate()
     with pytest.raises(UserError, match="tied"):
         TrainConfig(frozen="C", tie=True).validate()
+
+
+@pytest.mark.parametrize("cls", [NPLM, FusedNPLM])
+@pytest.mark.parametrize("direct", [True, False])
+def test_batch_bytes_is_a_lower_bound_of_what_an_update_holds(cls, direct):
+    """The memory check refuses a batch only when it cannot fit: its estimate must never exceed what one
+    update really allocates (numpy's allocations, traced)."""
+    import tracemalloc
+
+    model = cls(NPLMConfig(V=300, n=4, m=8, h=40, direct=direct, seed=0))
+    K = 2000
+    rng = np.random.default_rng(0)
+    contexts, targets = rng.integers(0, 300, size=(K, 3)), rng.integers(0, 300, size=K)
+    tracemalloc.start()
+    try:
+        model.loss_and_grads(contexts, targets)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 0.5 * peak <= model.batch_bytes(K) <= peak  # a lower bound, and not a vacuous one
+
+
+def test_a_batch_beyond_the_memory_available_is_refused_before_training(tmp_path, monkeypatch, capsys):
+    """Linux hands out memory page by page until its out-of-memory killer ends the process without a
+    word: a batch that cannot fit is one line before the first update, and nothing is written."""
+    from nplm_edu.cli import main
+    from nplm_edu.training import guards
+
+    model = FusedNPLM(NPLMConfig(V=47, n=3, m=5, h=8, seed=0))
+    need = model.batch_bytes(1000)
+    monkeypatch.setattr(guards, "available_memory", lambda: need - 1)
+    with pytest.raises(UserError, match="one update on a batch of 1,000 examples needs at least"):
+        train(model, load_corpus("synthetic"), TrainConfig(epochs=1, batch=1000), out_dir=tmp_path / "a", quiet=True)
+    assert not (tmp_path / "a" / "checkpoint.npz").exists()
+    monkeypatch.setattr(guards, "available_memory", lambda: need)  # exactly enough: trains
+    train(model, load_corpus("synthetic"), TrainConfig(epochs=1, batch=1000), quiet=True)
+    monkeypatch.setattr(guards, "available_memory", lambda: 10 ** 6)
+    assert main(["train", "--corpus", "synthetic", "--batch", "100000000", "--h", "100000", "--out",
+                 str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: one update on a batch of 23,996 examples needs at least 26.9 GiB") and "--batch" in err[0], err

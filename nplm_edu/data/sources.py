@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import UserError
+from ..progress import progress_bar
 from .vocab import PARAGRAPH, TEXT
 
 READ_BYTES = 1 << 22  # text files are read 4 MiB at a time
@@ -64,10 +65,8 @@ def _check_text_file(path: Path) -> None:
 def _utf8_pieces(path: Path, read_bytes: int = READ_BYTES, progress: bool = False) -> Iterator[str]:
     """The text of a UTF-8 file, ``read_bytes`` at a time (a leading byte-order mark dropped);
     ``progress``: a bar of the bytes read, shown once reading has taken a second."""
-    from tqdm.auto import tqdm
-
-    with open(path, "rb") as f, tqdm(total=path.stat().st_size, desc=f"reading {path.name}", unit="B",
-                                     unit_scale=True, delay=1, leave=False, disable=not progress) as bar:
+    with open(path, "rb") as f, progress_bar(total=path.stat().st_size, desc=f"reading {path.name}", unit="B",
+                                             unit_scale=True, delay=1, leave=False, disable=not progress) as bar:
         pending = f.read(3)  # a byte-order mark (Windows editors write one) is not part of the first word
         done = 3 if pending == codecs.BOM_UTF8 else 0  # bytes decoded so far
         if done:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..progress import progress_bar
+
 
 class LanguageModel:
     """Base class: subclasses set ``order`` and ``V`` and implement :meth:`probs` (and may
@@ -32,10 +34,8 @@ class LanguageModel:
                        progress: str | None = None) -> float:
         """Sum of log P(w_t | context) over all windows, computed in batches to bound memory; with
         ``progress``, a progress bar of that name (shown once scoring has taken a second)."""
-        from tqdm.auto import tqdm
-
         total = 0.0
-        with tqdm(total=len(targets), desc=progress, unit="token", unit_scale=True, delay=1, leave=False,
+        with progress_bar(total=len(targets), desc=progress, unit="token", unit_scale=True, delay=1, leave=False,
                   disable=progress is None) as bar:
             for i in range(0, len(targets), batch):
                 total += float(np.sum(self.log_prob(contexts[i:i + batch], targets[i:i + batch]), dtype=np.float64))

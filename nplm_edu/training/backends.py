@@ -22,6 +22,7 @@ class ModelBackend:
 
     writer = True  # this process writes the checkpoint and history
     interruptible = True  # Ctrl-C / SIGTERM and timed checkpoints inside an epoch
+    whole_output = True  # a process computes the scores of every word (the memory check counts them)
 
     def __init__(self, model):
         self.model = model

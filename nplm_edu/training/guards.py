@@ -1,15 +1,20 @@
-"""What stops a training run safely: signals turned into a flag, and the test for a diverging loss.
+"""What stops a training run safely: signals turned into a flag, the test for a diverging loss, and
+a check that a batch fits in the memory available before the first update.
 
 Ctrl-C (SIGINT) and SIGTERM (sent by ``timeout`` and batch schedulers) only set a flag; the trainer
 checks it between updates, writes a checkpoint of a whole update and stops, so nothing saved is
 ever half-updated. A loss that is NaN, infinite, or far above the uniform model's log |V| means the
-run is diverging: the trainer stops and keeps the last checkpoint whose parameters were finite.
+run is diverging: the trainer stops and keeps the last checkpoint whose parameters were finite. A
+batch larger than the memory available is refused before training starts: Linux would otherwise
+hand out the memory page by page until its out-of-memory killer ends the process without a word.
 """
 
 from __future__ import annotations
 
 import math
 import signal
+
+from ..errors import UserError
 
 
 class Interrupt:
@@ -49,3 +54,23 @@ def exploded(loss: float, V: int) -> bool:
 def safe_exp(x: float) -> float:
     """exp(x), or inf where math.exp would raise OverflowError (a perplexity of a diverged epoch)."""
     return math.exp(x) if x < 700 else math.inf
+
+
+def available_memory() -> int | None:
+    """Bytes a process can still get without swapping (Linux's MemAvailable), None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(need: int, what: str) -> None:
+    """UserError, one line, if ``need`` bytes (for ``what``) exceed the memory available now."""
+    avail = available_memory()
+    if avail is not None and need > avail:
+        raise UserError(f"{what} needs at least {need / 2 ** 30:.1f} GiB of memory and {avail / 2 ** 30:.1f} GiB "
+                        "are available: try a smaller --batch, model or corpus")

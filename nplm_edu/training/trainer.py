@@ -28,11 +28,12 @@ import numpy as np
 
 from ..data.files import atomic_write
 from ..errors import UserError, check_seed
+from ..progress import progress_bar
 from ..models.nplm import PARAM_NAMES
 from .checkpoint import (TrainingDiverged, TrainState, check_writable, data_fingerprint, load_checkpoint,
                          remove_stale_temporaries, save_checkpoint)
 from .backends import ModelBackend, SerialBackend
-from .guards import Interrupt, exploded, safe_exp
+from .guards import Interrupt, check_memory, exploded, safe_exp
 from .optim import learning_rate
 
 __all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "WindowBatches", "train",
@@ -164,17 +165,15 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     ``resume``: continue from ``out_dir/checkpoint.npz`` (one clear error if there is none).
     At the end the model holds the parameters with the best validation perplexity (the last ones
     without validation data). Returns the history dict."""
-    from tqdm.auto import tqdm
-
-    class EpochBar(tqdm):  # tqdm starts a monitor thread for every bar, even a disabled one; hogwild forks
-        monitor_interval = 0  # its workers while the epoch's bar is open, and a fork should copy one thread
-
     if config.frozen_names() and backend is not None and not isinstance(backend, SerialBackend):
         raise UserError("frozen parameters are for serial training only")
     backend = backend or SerialBackend(model, config)
     plan = (backend.batches(corpus_or_windows, config) if hasattr(backend, "batches")
             else WindowBatches(corpus_or_windows, model.order, config))
     valid, per_epoch, V = plan.valid, plan.per_epoch, model.V
+    if hasattr(model, "batch_bytes") and backend.whole_output:  # before the first update, not once out of memory
+        K = min(config.batch, per_epoch)
+        check_memory(model.batch_bytes(K), f"one update on a batch of {K:,} examples")
     fingerprint = data_fingerprint(V, *plan.fingerprint)
     out = Path(out_dir) if out_dir is not None and backend.writer else None
     ckpt = out / "checkpoint.npz" if out is not None else None
@@ -236,9 +235,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             rng.bit_generator.state = state.rng_state  # the order of this epoch, also after resume
             order = plan.order(rng)
             t_epoch = time.monotonic() - state.epoch_seconds
-            bar = EpochBar(total=per_epoch, initial=plan.done(state.batch_in_epoch), unit=plan.unit,
-                       desc=f"epoch {state.epoch + 1}/{config.epochs}", disable=quiet or not backend.writer,
-                       leave=False)
+            bar = progress_bar(total=per_epoch, initial=plan.done(state.batch_in_epoch), unit=plan.unit,
+                               desc=f"epoch {state.epoch + 1}/{config.epochs}", disable=quiet or not backend.writer,
+                               leave=False)
             if hasattr(backend, "run_epoch"):  # the whole epoch at once (hogwild's worker processes)
                 left = None if config.max_updates is None else config.max_updates - state.step
                 order = order if left is None else order[:max(0, left) * K]

@@ -21,9 +21,9 @@ costs a Python step per *word*, never per token or per class. F never decreases.
 from __future__ import annotations
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ...errors import UserError
+from ...progress import progress_bar
 from ..lm import LanguageModel
 from .counts import NgramCounts, check_ids
 from .models import KneserNey
@@ -74,7 +74,7 @@ def exchange_classes(train_ids, V: int, n_classes: int, passes: int = 3, seed: i
     size = np.bincount(cls, minlength=C)
     history = [class_bigram_objective(M)]
     words = order[(nl + nr)[order] > 0]  # words that occur in training
-    bar = tqdm(total=passes * len(words), desc=f"exchange ({C} classes)", unit="word", disable=not progress)
+    bar = progress_bar(total=passes * len(words), desc=f"exchange ({C} classes)", unit="word", disable=not progress)
     for _ in range(passes):
         for w in words:
             a = cls[w]

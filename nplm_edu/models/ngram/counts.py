@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UserError
+from ...progress import progress_bar
 from .memory import retained_memory
 
 
@@ -135,7 +136,6 @@ class NgramCounts:
     def _count(self, ids: np.ndarray, idt, progress: bool = False) -> None:
         """Orders 2..n of ``ids`` (L,), each from the one below it (:meth:`_add_order`); with
         ``progress``, a bar over the orders (shown once counting has taken a second)."""
-        from tqdm.auto import tqdm
 
         L = len(ids)
         # work arrays, allocated once for every order: at scale, writing fresh memory costs more than
@@ -145,7 +145,7 @@ class NgramCounts:
         pos, gid = work["pos"][0], work["gid"][0]  # (L,)
         pos[:] = word_order(ids, self.V)  # positions sorted by their word (order 1) ...
         np.take(ids, pos, out=gid)  # ... and the word there: its id in table 1, nondecreasing
-        for k in tqdm(range(2, self.order + 1), desc=f"counting n-grams of {L:,} tokens", unit="order", delay=1,
+        for k in progress_bar(range(2, self.order + 1), desc=f"counting n-grams of {L:,} tokens", unit="order", delay=1,
                       leave=False, disable=not progress):
             pos, gid = self._add_order(k, ids, pos, gid, work, need_ids=k < self.order)
 

@@ -320,6 +320,7 @@ class OutputBlockBackend(ModelBackend):
     continues from the last finished epoch."""
 
     interruptible = False
+    whole_output = False  # each rank holds the scores of its block of words only
 
     def __init__(self, model, config, comm=None):
         if config.optimizer != "sgd" or config.dropout_x or config.dropout_a or config.tie:
