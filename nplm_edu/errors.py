@@ -17,3 +17,24 @@ def check_seed(seed, what: str = "seed") -> None:
 
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise UserError(f"{what} must be a whole number >= 0, got {seed!r}")
+
+
+def option(name: str) -> str:
+    """A setting as a message names it when it is also a command-line option: the flag a user types,
+    and the keyword a library caller passes where the two differ.
+
+    >>> option("epochs"), option("min_count")
+    ('--epochs', '--min-count (min_count)')
+    """
+    flag = "--" + name.replace("_", "-")
+    return flag if "_" not in name else f"{flag} ({name})"
+
+
+def a_model(kind: str) -> str:
+    """A model's kind with its article, as a sentence says it: 'nplm' -> 'an NPLM', 'rnn' -> 'an RNN',
+    'lstm' -> 'an LSTM', 'nplm-tree-softmax' -> 'an NPLM-tree-softmax', 'energy' -> 'an energy'."""
+    names = {"nplm": "NPLM", "rnn": "RNN", "lstm": "LSTM"}  # said letter by letter: N is "en", R "ar", L "el"
+    head, _, rest = kind.partition("-")
+    if head in names:
+        return f"an {names[head]}{'-' + rest if rest else ''}"
+    return f"{'an' if kind[:1].lower() in 'aeio' else 'a'} {kind}"

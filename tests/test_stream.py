@@ -99,13 +99,13 @@ def test_state_matters_in_the_resume(corpus, tmp_path):
 
 def test_resume_refuses_other_settings_and_kinds(corpus, tmp_path):
     run(corpus, "rnn", out=tmp_path / "r", epochs=1)
-    with pytest.raises(UserError, match="holds a rnn model"):
+    with pytest.raises(UserError, match="holds an RNN model"):
         run(corpus, "lstm", out=tmp_path / "r", resume=True)
     with pytest.raises(UserError, match="cannot resume with T=5"):
         run(corpus, "rnn", out=tmp_path / "r", resume=True, stream=StreamConfig(T=5, clip=0.5))
     model = FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=4, h=5))
     train(model, corpus, TrainConfig(epochs=1, batch=64), out_dir=tmp_path / "n", quiet=True)
-    with pytest.raises(UserError, match="holds a nplm model, not a recurrent one"):
+    with pytest.raises(UserError, match="holds an NPLM model, not a recurrent one"):
         recurrent_from_checkpoint(tmp_path / "n" / "checkpoint.npz")
 
 
@@ -133,7 +133,7 @@ def test_bad_input_is_one_line(corpus):
     model = recurrent_model(RecurrentConfig(V=corpus.V, cell="rnn", m=4, h=4))
     with pytest.raises(UserError, match="T \\(time steps per batch\\) must be a whole number >= 1"):
         StreamBackend(model, TrainConfig(), StreamConfig(T=0))
-    with pytest.raises(UserError, match="B \\(parallel streams"):
+    with pytest.raises(UserError, match="--batch \\(B, the parallel streams\\) must be at least 1"):
         StreamBackend(model, TrainConfig(batch=0), StreamConfig())
     with pytest.raises(UserError, match="clip norm must be a finite number > 0"):
         StreamBackend(model, TrainConfig(), StreamConfig(clip=0.0))

@@ -196,7 +196,7 @@ def run_central_claim(opts: CentralClaimOptions | None = None, out=None, quiet: 
     """Both parts (module docstring); writes the JSON and returns its path."""
     opts = opts or CentralClaimOptions()
     if opts.seeds < 1:
-        raise UserError(f"seeds must be at least 1, got {opts.seeds}")
+        raise UserError(f"--seeds must be at least 1, got {opts.seeds}")
     started = time.monotonic()
     out = results_path(out, "central_claim", opts.quick)
     sizes, seeds = (QUICK["sizes"], QUICK["seeds"]) if opts.quick else (SIZES, opts.seeds)

@@ -61,7 +61,7 @@ def parse_lrs(text: str) -> list[float]:
         raise UserError("--lrs needs at least one learning rate, e.g. --lrs 0.3,1")
     bad = [x for x in lrs if not (math.isfinite(x) and x > 0)]
     if bad:
-        raise UserError(f"learning rates must be positive finite numbers, got {bad[0]}")
+        raise UserError(f"--lrs: learning rates must be positive finite numbers, got {bad[0]}")
     return sorted(set(lrs))
 
 

@@ -30,12 +30,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import UserError, check_seed
+from ..errors import UserError, check_seed, option
 from .lm import LanguageModel
 from .output import FullSoftmax, OutputLayer
 
 PARAM_NAMES = ("C", "H", "d", "U", "W", "b")  # the paper's theta = (b, d, W, U, H, C)
 DECAYED = ("C", "H", "U", "W")  # weight decay applies to these, never to the biases b, d
+DTYPES = ("float32", "float64")  # the floating-point types a model computes in
 
 
 @dataclass
@@ -55,16 +56,16 @@ class NPLMConfig:
         if self.V < 2:
             raise UserError(f"vocabulary size must be at least 2, got {self.V}")
         if self.n < 2:
-            raise UserError(f"n must be at least 2 (one context word), got {self.n}")
+            raise UserError(f"--n must be at least 2 (one context word), got {self.n}")
         if self.m <= 0:
-            raise UserError(f"m (features per word) must be positive, got {self.m}")
+            raise UserError(f"--m (features per word) must be positive, got {self.m}")
         if self.h < 0:
-            raise UserError(f"h (hidden units) must be >= 0, got {self.h}")
+            raise UserError(f"--h (hidden units) must be >= 0, got {self.h}")
         if self.h == 0 and not self.direct:
-            raise UserError("h = 0 needs direct connections (otherwise the model ignores the context)")
-        if self.dtype not in ("float32", "float64"):
-            raise UserError(f"dtype must be float32 or float64, got {self.dtype!r}")
-        check_seed(self.seed)
+            raise UserError("--h 0 needs --direct (without direct connections the model ignores the context)")
+        if self.dtype not in DTYPES:
+            raise UserError(f"--dtype must be {' or '.join(DTYPES)}, got {self.dtype!r}")
+        check_seed(self.seed, option("seed"))
 
 
 class NPLM(LanguageModel):

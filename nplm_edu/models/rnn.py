@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import UserError, check_seed
+from ..errors import UserError, a_model, check_seed, option
 from .output import FullSoftmax, OutputLayer
 
 CELLS = ("rnn", "lstm")
@@ -69,10 +69,10 @@ class RecurrentConfig:
             raise UserError(f"cell must be one of {', '.join(CELLS)}, got {self.cell!r}")
         for name in ("m", "h"):
             if getattr(self, name) < 1:
-                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise UserError(f"{option(name)} must be at least 1, got {getattr(self, name)}")
         if self.dtype not in ("float32", "float64"):
-            raise UserError(f"dtype must be float32 or float64, got {self.dtype!r}")
-        check_seed(self.seed)
+            raise UserError(f"--dtype must be float32 or float64, got {self.dtype!r}")
+        check_seed(self.seed, option("seed"))
 
 
 def check_batch(X, Y=None, V: int | None = None):
@@ -109,7 +109,7 @@ class RecurrentLM:
     def __init__(self, config: RecurrentConfig, output: OutputLayer | None = None):
         config.validate()
         if config.cell != self.kind:
-            raise UserError(f"a {self.kind} model cannot have cell={config.cell!r}")
+            raise UserError(f"{a_model(self.kind)} model cannot have cell={config.cell!r}")
         self.config, self.V = config, config.V
         V, m, h, dt = config.V, config.m, config.h, np.dtype(config.dtype)
         rng = np.random.default_rng(config.seed)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.files import atomic_write
-from ..errors import UserError
+from ..errors import UserError, a_model
 
 FORMAT = "nplm-edu-checkpoint-2"
 
@@ -194,7 +194,7 @@ def model_from_checkpoint(path, best: bool = True):
 
     meta, params, best_params, _ = load_checkpoint(path)
     if meta["kind"] != "nplm":
-        raise UserError(f"{path} holds a {meta['kind']} model, not an NPLM")
+        raise UserError(f"{path} holds {a_model(meta['kind'])} model, not an NPLM")
     try:
         model = FusedNPLM(NPLMConfig(**meta["model"]))
     except TypeError as e:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.vocab import PARAGRAPH
-from ..errors import UserError
+from ..errors import UserError, a_model
 from ..models.rnn import DECAYED, RecurrentConfig
 from ..numerics.recurrent import recurrent_model
 from .checkpoint import TrainState, load_checkpoint, set_params
@@ -47,7 +47,7 @@ class StreamConfig:
 
     def validate(self) -> None:
         if not isinstance(self.T, (int, np.integer)) or self.T < 1:
-            raise UserError(f"T (time steps per batch) must be a whole number >= 1, got {self.T}")
+            raise UserError(f"--T (time steps per batch) must be a whole number >= 1, got {self.T}")
         check_clip(self.clip)
 
 
@@ -120,7 +120,7 @@ class StreamBackend:
         self.model, self.config, self.stream = model, config, stream or StreamConfig()
         self.stream.validate()
         if config.batch < 1:
-            raise UserError(f"B (parallel streams, the batch) must be at least 1, got {config.batch}")
+            raise UserError(f"--batch (B, the parallel streams) must be at least 1, got {config.batch}")
         if config.optimizer != "sgd":
             raise UserError("recurrent models are trained with SGD and gradient clipping (optimizer sgd)")
         if config.tie:
@@ -210,7 +210,7 @@ def recurrent_from_checkpoint(path, best: bool = True):
     perplexity) when stored and ``best``, else the latest; one clear error for another kind of model."""
     meta, params, best_params, _ = load_checkpoint(path)
     if meta["kind"] not in ("rnn", "lstm"):
-        raise UserError(f"{path} holds a {meta['kind']} model, not a recurrent one (rnn or lstm)")
+        raise UserError(f"{path} holds {a_model(meta['kind'])} model, not a recurrent one (RNN or LSTM)")
     try:
         model = recurrent_model(RecurrentConfig(**meta["model"]))
     except TypeError as e:

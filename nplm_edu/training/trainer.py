@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.files import atomic_write
-from ..errors import UserError, check_seed
+from ..errors import UserError, a_model, check_seed, option
 from ..progress import progress_bar
 from ..models.nplm import PARAM_NAMES
 from .checkpoint import (TrainingDiverged, TrainState, check_writable, data_fingerprint, load_checkpoint,
@@ -38,6 +38,8 @@ from .optim import learning_rate
 
 __all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "WindowBatches", "train",
            "training_windows", "epoch_order"]
+
+OPTIMIZERS = ("sgd", "adam")  # the paper's SGD rule; Adam (Kingma and Ba 2015)
 
 
 @dataclass
@@ -78,30 +80,30 @@ class TrainConfig:
     def validate(self) -> None:
         for name in ("epochs", "batch", "patience"):
             if getattr(self, name) < 1:
-                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise UserError(f"{option(name)} must be at least 1, got {getattr(self, name)}")
         for name in ("lr", "decay_rate", "weight_decay", "checkpoint_every_minutes", "eps", "lr_decay"):
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0:
-                raise UserError(f"{name.replace('_', '-')} must be a finite number >= 0, got {v}")
+                raise UserError(f"{option(name)} must be a finite number >= 0, got {v}")
         for name in ("lr", "lr_decay"):
             if getattr(self, name) == 0:
-                raise UserError(f"{name.replace('_', '-')} must be positive, got 0")
+                raise UserError(f"{option(name)} must be positive, got 0")
         for name in ("beta1", "beta2", "dropout_x", "dropout_a"):
             v = getattr(self, name)
             if not 0 <= v < 1:
-                raise UserError(f"{name.replace('_', '-')} must lie in [0, 1), got {v}")
-        if self.optimizer not in ("sgd", "adam"):
-            raise UserError(f"optimizer must be sgd or adam, got {self.optimizer!r}")
-        check_seed(self.seed)
+                raise UserError(f"{option(name)} must lie in [0, 1), got {v}")
+        if self.optimizer not in OPTIMIZERS:
+            raise UserError(f"--optimizer must be {' or '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        check_seed(self.seed, option("seed"))
         for name in ("examples_per_epoch", "max_updates"):
             v = getattr(self, name)
             if v is not None and v < 1:
-                raise UserError(f"{name.replace('_', '-')} must be at least 1, got {v}")
+                raise UserError(f"{option(name)} must be at least 1, got {v}")
         bad = [x for x in self.frozen_names() if x not in PARAM_NAMES]
         if bad:
-            raise UserError(f"frozen: unknown parameter {bad[0]!r}: use names among {', '.join(PARAM_NAMES)}")
+            raise UserError(f"--frozen: unknown parameter {bad[0]!r}: use names among {', '.join(PARAM_NAMES)}")
         if self.tie and "C" in self.frozen_names():
-            raise UserError("frozen C with tied embeddings would freeze U too: untie them or train C")
+            raise UserError("--frozen C with tied embeddings (--tie) would freeze U too: untie them or train C")
 
 
 # these change the trajectory: a resumed run must use the same values
@@ -190,7 +192,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         path = Path(out_dir) / "checkpoint.npz"
         meta, params, best, extra = load_checkpoint(path)
         if meta["kind"] != kind or meta["model"] != asdict(model.config):
-            raise UserError(f"{path} holds a {meta['kind']} model {meta['model']}, not this {kind} model "
+            raise UserError(f"{path} holds {a_model(meta['kind'])} model {meta['model']}, not this {kind} model "
                             f"{asdict(model.config)}")
         for k in TRAJECTORY:
             if meta["train"].get(k) != getattr(config, k):
