@@ -206,3 +206,96 @@ def test_train_writes_a_results_file_with_provenance(tmp_path, capsys):
     capsys.readouterr()
     assert main(base + ["--out", str(tmp_path / "run2"), "--results", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err and not (tmp_path / "run2").exists()
+
+
+# --------------------------------------------------------------------------- --help texts and option validation
+
+def _all_parsers(parser=None, path=()):
+    """(command words, parser) of every (sub)command of `python -m nplm_edu`, the top level first."""
+    import argparse
+
+    from nplm_edu.cli import build_parser
+
+    parser = parser or build_parser()
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _all_parsers(sub, path + (name,))
+
+
+def test_every_help_reads_as_plain_text(monkeypatch):
+    """Every --help: no reST markup from a docstring, no Python dict, no default shown twice or as
+    None or empty, a description for every leaf command, and a help text for every option."""
+    monkeypatch.setenv("COLUMNS", "200")
+    seen = 0
+    for path, parser in _all_parsers():
+        text = parser.format_help()
+        for bad in ("``", ":func:", ":mod:", ":class:", "(default None)", "(default )", "{'", "modes checkpoints"):
+            assert bad not in text, (path, bad)
+        for action in parser._actions:
+            if action.option_strings and action.help is not None and "--help" not in action.option_strings:
+                assert action.help.count("(default") <= 1, (path, action.option_strings, action.help)
+                assert not action.help.startswith("(default"), (path, action.option_strings)  # says what it is
+        if path and not any(a.__class__.__name__ == "_SubParsersAction" for a in parser._actions):
+            assert parser.description, path
+        seen += 1
+    assert seen >= 16  # corpus info/export, ngram, train, mix, results, reproduce's eight targets, ...
+
+
+def test_recurrent_help_gives_each_models_setting(monkeypatch, capsys):
+    from nplm_edu.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["reproduce", "recurrent", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--lr LR SGD learning rate (default 20.0 for lstm, 5.0 for rnn)" in out  # the two models differ
+    assert "--h H hidden units (default 256)" in out
+    assert "(as with --h 32 --m 32 --batch 8 --T 10 --epochs 2)" in out
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["train", "--resume", "--force"], "argument --force: not allowed with argument --resume"),
+    (["train", "--optimizer", "sdg"], "argument --optimizer: invalid choice: 'sdg'"),
+    (["train", "--dtype", "float16"], "argument --dtype: invalid choice: 'float16'"),
+    (["reproduce", "beyond", "--optimizer", "adamw"], "argument --optimizer: invalid choice: 'adamw'"),
+])
+def test_conflicting_or_unknown_values_are_refused_by_argparse(argv, says, capsys):
+    from nplm_edu.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(argv)
+    assert e.value.code == 2 and says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["corpus", "info", "--min-count", "0"], "--min-count"),
+    (["train", "--checkpoint-every-minutes", "-1"], "--checkpoint-every-minutes"),
+    (["train", "--examples-per-epoch", "0"], "--examples-per-epoch"),
+    (["train", "--epochs", "0"], "--epochs must be at least 1"),
+    (["train", "--seed", "-1"], "--seed must be"),
+    (["train", "--h", "0", "--no-direct"], "--h 0 needs --direct"),
+    (["train", "--parallel", "hogwild", "--workers", "0"], "--workers must be at least 1"),
+    (["reproduce", "central-claim", "--seeds", "0"], "--seeds must be at least 1"),
+])
+def test_messages_name_options_as_typed(args, says, tmp_path):
+    """A bad option value is named as the user typed it, with its dashes."""
+    extra = ["--out", str(tmp_path / "run")] if args[0] == "train" else []
+    assert_user_error(run(*args, *extra, check_ok=False), says)
+
+
+def test_library_messages_keep_the_keyword():
+    """A library caller still reads the keyword argument it passed."""
+    from nplm_edu.errors import UserError, a_model
+
+    with pytest.raises(UserError, match=r"--min-count \(min_count\) must be at least 1"):
+        load_corpus("synthetic", min_count=0)
+    assert [a_model(k) for k in ("nplm", "rnn", "lstm", "energy")] == ["an NPLM", "an RNN", "an LSTM", "an energy"]
+
+
+def test_description_strips_rest_markup():
+    from nplm_edu.cli.options import description
+
+    doc = "``python -m nplm_edu x``: runs :func:`~nplm_edu.a.fit` (:mod:`nplm_edu.b`), writes ``o.json``. Commands::"
+    assert description(doc) == "Runs fit (nplm_edu.b), writes o.json. Commands:"

@@ -34,8 +34,10 @@ def add_corpus_args(p, default_corpus: str | None = None, brown_slice: tuple[int
                    help=f"validation tokens or fraction (default: {valid} on Brown, 0.1 otherwise)")
     p.add_argument("--min-count", type=int, default=d.min_count,
                    help=f"words seen fewer times become <unk> (default {d.min_count}: 'seen 3 times or fewer')")
-    p.add_argument("--corpus-seed", type=int, default=d.corpus_seed, help="seed of the synthetic corpus")
-    p.add_argument("--synthetic-tokens", type=int, default=d.synthetic_tokens, help="size of the synthetic corpus")
+    p.add_argument("--corpus-seed", type=int, default=d.corpus_seed,
+                   help=f"seed of the synthetic corpus (default {d.corpus_seed})")
+    p.add_argument("--synthetic-tokens", type=int, default=d.synthetic_tokens,
+                   help=f"size of the synthetic corpus in tokens (default {d.synthetic_tokens})")
 
 
 def corpus_spec(args) -> CorpusSpec:
@@ -72,10 +74,15 @@ def add_cli(subparsers) -> None:
     p = subparsers.add_parser("corpus", help="inspect or export a corpus",
                               description="Inspect a corpus or export the exact token streams the models see.")
     sub = p.add_subparsers(dest="action", required=True, metavar="{info,export}")
-    info = sub.add_parser("info", help="token counts per split, |V|, unknown-word rates")
+    info = sub.add_parser("info", help="token counts per split, |V|, unknown-word rates",
+                          description="Load a corpus and print its vocabulary size |V| and, for each split "
+                                      "(train, valid, test), its tokens and unknown-word rate.")
     add_corpus_args(info)
     info.set_defaults(func=_cmd_info)
-    ex = sub.add_parser("export", help="write train.txt, valid.txt, test.txt (one paragraph per line)")
+    ex = sub.add_parser("export", help="write train.txt, valid.txt, test.txt (one paragraph per line)",
+                        description="Write the token streams the models see, rare words already <unk>, "
+                                    "to DIR/train.txt, DIR/valid.txt and DIR/test.txt, one paragraph per line, so that "
+                                    "other toolkits score the very same data.")
     add_corpus_args(ex)
-    ex.add_argument("--out", required=True, help="output folder")
+    ex.add_argument("--out", required=True, metavar="DIR", help="output folder (created if missing)")
     ex.set_defaults(func=_cmd_export)

@@ -43,8 +43,8 @@ def add_cli(subparsers) -> None:
     p = subparsers.add_parser("mix", help="mix a trained network with the interpolated trigram",
                               description="Perplexities of a trained NPLM, the deleted-interpolation trigram, "
                                           "and their mixtures (weight 0.5, EM weight, EM weights per bin).")
-    p.add_argument("checkpoint", help="checkpoint.npz written by `train` (its best parameters are used)")
+    p.add_argument("checkpoint", help="checkpoint.npz written by the train command (its best parameters are used)")
     add_corpus_args(p)
-    p.add_argument("--em-iterations", type=int, default=5, help="EM iterations of the trigram's own weights")
-    p.add_argument("--json", default=None, help="also write the report to this JSON file")
+    p.add_argument("--em-iterations", type=int, default=5, help="EM iterations of the trigram's own weights (default 5)")
+    p.add_argument("--json", metavar="PATH", default=None, help="also write the report to this JSON file")
     p.set_defaults(func=_cmd_mix)

@@ -50,7 +50,7 @@ def add_cli(subparsers) -> None:
                    help="mle (maximum likelihood), interp (deleted interpolation, section 4.1), "
                         "kn (interpolated modified Kneser-Ney, default), class (class-based)")
     p.add_argument("--order", type=int, default=None, help="n (default 5 for kn and mle, 3 for interp and class)")
-    p.add_argument("--classes", type=int, default=None, help="number of word classes (--model class)")
+    p.add_argument("--classes", type=int, default=None, help="number of word classes (required with --model class)")
     p.add_argument("--passes", type=int, default=3, help="exchange-algorithm passes (--model class, default 3)")
     p.add_argument("--seed", type=int, default=None,
                    help="random initial classes (default: frequency round-robin, no randomness)")

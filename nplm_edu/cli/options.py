@@ -10,6 +10,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
+
+from ..models.nplm import DTYPES
+from ..training.trainer import OPTIMIZERS
+
+# fields that take one of a fixed set of values, whichever dataclass they belong to: argparse refuses others
+CHOICES = {"optimizer": OPTIMIZERS, "dtype": DTYPES}
 
 
 def _kind(annotation: str) -> str:
@@ -31,7 +38,11 @@ def _number(text: str):
 
 
 def add_options(parser, defaults, skip=(), help: dict | None = None, prefix: str = "") -> None:
-    """One option per field of the dataclass instance ``defaults`` (except ``skip``)."""
+    """One option per field of the dataclass instance ``defaults`` (except ``skip``).
+
+    Its help is ``help[field]`` followed by "(default <value>)", unless the text already says what the
+    default is (it contains "(default") or the default is None or "" (the text must then say what
+    leaving the option out means: "(default: all)", ...)."""
     help = help or {}
     for f in dataclasses.fields(defaults):
         if f.name in skip:
@@ -39,12 +50,28 @@ def add_options(parser, defaults, skip=(), help: dict | None = None, prefix: str
         kind, value = _kind(f.type), getattr(defaults, f.name)
         flag = "--" + prefix + f.name.replace("_", "-")
         text = help.get(f.name, "")
-        shown = f"{text} (default {value})" if text else f"(default {value})"
+        shown = text if "(default" in text or value is None or value == "" else f"{text} (default {value})".strip()
         if kind == "bool":
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=value, help=shown)
         else:
             typ = {"int": int, "float": float, "str": str, "number": _number}[kind]
-            parser.add_argument(flag, dest=f.name, type=typ, default=value, help=shown)
+            parser.add_argument(flag, dest=f.name, type=typ, default=value, help=shown, choices=CHOICES.get(f.name))
+
+
+def description(doc: str, paragraphs: int | None = None) -> str:
+    """A module docstring (its first ``paragraphs``) as a subcommand's --help description: no reST
+    markup (``code``, :func:`~a.b` -> b, "::"), and without the leading "``python -m nplm_edu ...``:"
+    that repeats the usage line.
+
+    >>> description("``python -m nplm_edu x``: fits :func:`~a.b.fit` and writes ``out.json``.")
+    'Fits fit and writes out.json.'
+    """
+    text = "\n\n".join(doc.strip().split("\n\n")[:paragraphs])
+    text = re.sub(r"^``python -m nplm_edu[^`]*``:\s*", "", text)
+    text = re.sub(r":[a-z]+:`~[\w.]*?(\w+)`", r"\1", text)  # :func:`~a.b.c` -> c
+    text = re.sub(r":[a-z]+:`([^`<]*?)\s*(<[^`]*>)?`", r"\1", text)  # :mod:`a.b` -> a.b, :ref:`text <x>` -> text
+    text = text.replace("``", "").replace("::", ":")
+    return text[:1].upper() + text[1:]
 
 
 def from_options(cls, args, **override):

@@ -21,8 +21,11 @@ from ..experiments import beyond, central_claim, lr_sweep, minibatch, ngrams, ou
 from ..models.nplm import NPLMConfig
 from ..training.trainer import TrainConfig
 from .corpus import add_corpus_args, corpus_spec
-from .options import add_options, from_options
+from .options import add_options, description, from_options
 from .train import HELP
+
+# where a target checkpoints when --runs-dir is not given (experiments.common.runs_root)
+RUNS_DEFAULT = "(default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)"
 
 TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep", "output-layers", "recurrent", "central-claim")
 
@@ -79,6 +82,24 @@ _minibatch = _options_only(minibatch.run_minibatch, minibatch.MinibatchOptions)
 _lr_sweep = _options_only(lr_sweep.run_lr_sweep, lr_sweep.LrSweepOptions)
 _recurrent = _options_only(recurrent.run_recurrent, recurrent.RecurrentOptions)
 
+# the options of `reproduce recurrent` that override its fixed settings (recurrent.SETTINGS) for every model
+RECURRENT_HELP = {"h": "hidden units", "m": "features per word", "batch": "B, parallel streams",
+                  "T": "time steps per batch, the truncation of BPTT", "clip": "gradient-norm clipping threshold",
+                  "lr": "SGD learning rate", "lr_decay": "lr multiplied by this after every epoch",
+                  "dropout": "dropout probability on x_t and h_t", "weight_decay": "weight decay",
+                  "epochs": "at most this many epochs", "patience": "epochs without improvement before stopping",
+                  "seed": "initialisation, shuffling and dropout seed"}
+
+
+def _recurrent_default(name: str) -> str:
+    """'(default 256)', or '(default 20.0 for lstm, 5.0 for rnn)' where the models' fixed settings differ."""
+    where = {"h": 0, "m": 0, "T": 2, "clip": 2, "dropout": 1}
+    attr = {"dropout": "dropout_x"}.get(name, name)
+    values = {cell: getattr(configs[where.get(name, 1)], attr) for cell, configs in recurrent.SETTINGS.items()}
+    if len(set(values.values())) == 1:
+        return f"(default {next(iter(values.values()))})"
+    return "(default " + ", ".join(f"{v} for {cell}" for cell, v in values.items()) + ")"
+
 
 def _central_claim(args) -> int:
     central_claim.run_central_claim(from_options(central_claim.CentralClaimOptions, args), args.out, args.quiet)
@@ -91,22 +112,22 @@ def add_cli(subparsers) -> None:
                                           "its JSON file (with the command and the git commit).")
     sub = p.add_subparsers(dest="target", required=True, metavar="{" + ",".join(TARGETS) + "}")
 
-    q = sub.add_parser("ngrams", help="every n-gram row of Table 1 (minutes)", description=ngrams.__doc__)
+    q = sub.add_parser("ngrams", help="every n-gram row of Table 1 (minutes)", description=description(ngrams.__doc__))
     _common(q, "data/results/ngrams.json")
-    add_options(q, ngrams.NgramsOptions(), help={"classes": "class counts instead of the paper's 150,200,500,1000,"
-                                                            "2000 (the first also for orders 4 and 5)",
+    add_options(q, ngrams.NgramsOptions(), help={"classes": "class counts, comma-separated (default the paper's "
+                                                            "150,200,500,1000,2000; the first also for orders 4 and 5)",
                                                  "passes": "exchange-algorithm passes"})
     q.set_defaults(func=_ngrams)
 
     q = sub.add_parser("table1", help="the neural rows of Table 1 (hours, resumable)",
                        description="Train and evaluate the neural rows of Table 1 (MLP1-MLP10).")
-    _common(q, "data/results/table1.json (table1_quick.json with --quick)")
+    _common(q, "data/results/table1.json, table1_quick.json with --quick")
     add_options(q, table1.TRAIN, skip=_only(table1.TRAIN, table1.TRAIN_OPTIONS), help=HELP)
     add_options(q, table1.Table1Options(), help={
         "rows": "trained rows to run, e.g. MLP1,MLP9 (default all; each brings its mixed even row)",
         "quick": f"the same pipeline on a slice ({table1.QUICK_SPLIT[0]:,}/{table1.QUICK_SPLIT[1]:,}/"
                  f"{table1.QUICK_SPLIT[2]:,} tokens, at most {table1.QUICK_EPOCHS} epochs), into table1_quick.json",
-        "runs_dir": "where rows checkpoint (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "runs_dir": f"where rows checkpoint {RUNS_DEFAULT}",
         "force": "retrain the requested rows from scratch",
         "save_features": "write the best network's word features C to <out>_features.npz (never with --quick)"})
     q.set_defaults(func=_table1)
@@ -118,18 +139,18 @@ def add_cli(subparsers) -> None:
         "row": "the Table 1 network to train", "epochs": "epochs of each run",
         "batch": "K of the 'table1' run", "lr": "eps_0 of the 'table1' run", "decay_rate": "r of the 'table1' run",
         "weight_decay": "weight decay of every run", "seed": "initialisation and shuffling seed",
-        "runs_dir": "where the three runs checkpoint and resume (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "runs_dir": f"where the three runs checkpoint and resume {RUNS_DEFAULT}",
         "force": "train the three runs again from scratch"})
     q.set_defaults(func=_minibatch)
 
     q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (one to two hours, resumable)",
                        description="One row of Table 1 trained with what we know now.")
-    _common(q, "data/results/beyond.json (beyond_quick.json with --quick)")
+    _common(q, "data/results/beyond.json, beyond_quick.json with --quick")
     add_options(q, beyond.NETWORK, skip=_only(beyond.NETWORK, beyond.NETWORK_OPTIONS), help=HELP)
     add_options(q, beyond.TRAIN, skip=_only(beyond.TRAIN, beyond.TRAIN_OPTIONS), help=HELP)
     add_options(q, beyond.BeyondOptions(), help={"quick": f"the same pipeline on a slice, at most "
                                                           f"{beyond.QUICK_EPOCHS} epochs, into beyond_quick.json",
-                                                 "runs_dir": "where the run checkpoints",
+                                                 "runs_dir": f"where the run checkpoints and resumes {RUNS_DEFAULT}",
                                                  "force": "train again from scratch"})
     q.set_defaults(func=_beyond)
 
@@ -137,7 +158,7 @@ def add_cli(subparsers) -> None:
                        description="Train one Table 1 network once per eps_0 on a slice of Brown (the first "
                                    f"{lr_sweep.SLICE[0]:,} / {lr_sweep.SLICE[1]:,} tokens unless --train-size / "
                                    "--valid-size say otherwise) and compare validation perplexities.")
-    _common(q, "data/results/lr_sweep.json (lr_sweep_quick.json with --quick)", brown_slice=minibatch.SLICE)
+    _common(q, "data/results/lr_sweep.json, lr_sweep_quick.json with --quick", brown_slice=lr_sweep.SLICE)
     add_options(q, lr_sweep.LrSweepOptions(), help={
         "row": "the Table 1 network to train", "lrs": "values of eps_0, comma-separated",
         "epochs": "epochs of every run (fixed: no early stopping)", "batch": "K of every run",
@@ -150,38 +171,33 @@ def add_cli(subparsers) -> None:
     q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003 (hours on Brown, resumable)",
                        description="MLP9 trained with the full, class-factored and tree softmaxes, importance "
                                    "sampling and NCE, side by side; and the energy network of section 5 on a slice.")
-    _common(q, "data/results/output_layers.json (output_layers_quick.json with --quick)")
+    _common(q, "data/results/output_layers.json, output_layers_quick.json with --quick")
     add_options(q, ol.TRAIN, skip=_only(ol.TRAIN, ol.TRAIN_OPTIONS), help=HELP)
     add_options(q, ol.OutputLayersOptions(), help={
         "methods": "methods to run, e.g. full,nce (default all; the full softmax always runs)",
         "n_classes": "classes of the class-factored softmax and the clustered tree (default round(sqrt |V|))",
         "k_is": "samples per batch for importance sampling", "k_nce": "noise samples per batch for NCE",
-        "class_file": "a file of 'word class' lines: adds the class-file method",
+        "class_file": "a file of 'word class' lines: adds the class-file method (default: none)",
         "energy": "also train the energy network of section 5 on a slice",
         "quick": f"the same pipeline on a slice, at most {ol.QUICK_EPOCHS} epochs, into output_layers_quick.json",
-        "runs_dir": "where methods checkpoint (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "runs_dir": f"where methods checkpoint {RUNS_DEFAULT}",
         "force": "start the results file and the methods' runs again"})
     q.set_defaults(func=_output_layers)
 
     q = sub.add_parser("recurrent", help="an Elman RNN and an LSTM on Brown (hours, resumable)",
-                       description=recurrent.__doc__.split("\n\n")[0])
-    _common(q, "data/results/recurrent.json (recurrent_quick.json with --quick)")
-    net, cfg, stream = recurrent.SETTINGS["lstm"]
-    fixed = {"h": net.h, "m": net.m, "batch": cfg.batch, "T": stream.T, "clip": stream.clip, "lr": cfg.lr,
-             "lr_decay": cfg.lr_decay, "dropout": cfg.dropout_x, "weight_decay": cfg.weight_decay,
-             "epochs": cfg.epochs, "patience": cfg.patience, "seed": cfg.seed}
+                       description=description(recurrent.__doc__, 1) + " An Elman network (RNN) and an LSTM "
+                       "read the corpus as parallel streams, trained with truncated backpropagation through time; "
+                       "the options from --h on override the fixed settings for every model.")
+    _common(q, "data/results/recurrent.json, recurrent_quick.json with --quick")
     add_options(q, recurrent.RecurrentOptions(), help={
-        "models": "which models, in this order (rnn, lstm)",
-        "quick": f"the same pipeline on a slice with a small network ({recurrent.QUICK}), into recurrent_quick.json",
-        "runs_dir": "where the models checkpoint (default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)",
+        "models": f"models to train, comma-separated, in the order given: "
+                  f"{' or '.join(recurrent.CELLS)} or both (default {recurrent.RecurrentOptions.models})",
+        "quick": "the same pipeline on a slice with a small network (as with "
+                 + " ".join(f"--{k} {v}" for k, v in recurrent.QUICK.items()) + "), into recurrent_quick.json",
+        "runs_dir": f"where the models checkpoint {RUNS_DEFAULT}",
         "force": "train again from scratch",
         "test": "score the test set too (--no-test: validation only, for trials of settings)",
-        **{k: f"override the fixed setting {v} for every model" for k, v in fixed.items()},
-        "h": f"hidden units (fixed setting {net.h})", "m": f"features per word (fixed setting {net.m})",
-        "batch": f"B, parallel streams (fixed setting {cfg.batch})",
-        "T": f"time steps per batch, the truncation of BPTT (fixed setting {stream.T})",
-        "clip": f"gradient-norm clipping threshold (fixed setting {stream.clip})",
-        "dropout": f"dropout on x_t and h_t (fixed setting {cfg.dropout_x})"})
+        **{k: f"{text} {_recurrent_default(k)}" for k, text in RECURRENT_HELP.items()}})
     q.set_defaults(func=_recurrent)
 
     q = sub.add_parser("central-claim", help="unseen sentences made likely by similar words (under an hour, resumable)",
@@ -194,6 +210,6 @@ def add_cli(subparsers) -> None:
     q.add_argument("--quiet", action="store_true", help="no progress lines")
     add_options(q, central_claim.CentralClaimOptions(), help={
         "seeds": "networks per variant on the synthetic grammar", "brown": "also the Brown part (needs the corpus)",
-        "quick": "the whole pipeline in about a minute", "runs_dir": "where the Brown networks checkpoint "
-                 "(default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)", "force": "train the Brown networks again"})
+        "quick": "the whole pipeline in about a minute",
+        "runs_dir": f"where the Brown networks checkpoint {RUNS_DEFAULT}", "force": "train the Brown networks again"})
     q.set_defaults(func=_central_claim)

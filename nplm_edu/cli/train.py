@@ -21,19 +21,22 @@ from .options import add_options, from_options
 
 MODES = ("none", "output-block", "hogwild")
 # what a parallel mode cannot do, said in one line when asked for
-NOT_IN_PARALLEL = "checkpoints at the end of every epoch only (no --checkpoint-every-minutes, no Ctrl-C checkpoint)"
+NOT_IN_PARALLEL = "at the end of every epoch only (no --checkpoint-every-minutes, no Ctrl-C checkpoint)"
 
 HELP = {"n": "order: n-1 context words", "h": "hidden units, 0 for none", "m": "features per word",
-        "direct": "direct connections W x from the features to the output", "dtype": "float32 or float64",
+        "direct": "direct connections W x from the features to the output", "dtype": "floating-point type of the model",
         "epochs": "at most this many epochs", "batch": "minibatch size K (1: the paper's pure SGD)",
         "lr": "initial learning rate eps_0", "decay_rate": "r in eps_t = eps_0 / (1 + r t)",
         "lr_decay": "lr multiplied by this after every epoch", "weight_decay": "on C, H, U, W (never b, d)",
-        "optimizer": "sgd (the paper's rule) or adam", "dropout_x": "dropout probability on x",
+        "optimizer": "sgd (the paper's rule) or adam", "beta1": "Adam: decay of the running mean m of the gradients",
+        "beta2": "Adam: decay of the running mean v of the squared gradients",
+        "eps": "Adam: added to sqrt(v_hat) in the denominator of the step", "dropout_x": "dropout probability on x",
         "dropout_a": "dropout probability on a", "tie": "output vectors U tied to the features C (h = m, no direct)",
         "seed": "initialisation, shuffling and dropout seed", "patience": "epochs without improvement before stopping",
         "checkpoint_every_minutes": "also checkpoint every this many minutes (serial only)",
-        "examples_per_epoch": "use only this many examples per epoch", "max_updates": "stop after this many updates",
-        "frozen": "parameters never updated, comma-separated (e.g. C: fixed word features; serial only)"}
+        "examples_per_epoch": "use only this many examples per epoch (default: all)",
+        "max_updates": "stop after this many updates (default: no limit)",
+        "frozen": "parameters never updated, comma-separated (e.g. C: fixed word features; serial only; default: none)"}
 
 
 def _handler(args) -> int:
@@ -43,7 +46,9 @@ def _handler(args) -> int:
     net = from_options(NPLMConfig, args, V=2)
     net.validate()
     if args.parallel != "none" and args.checkpoint_every_minutes != TrainConfig.checkpoint_every_minutes:
-        raise UserError(f"--parallel {args.parallel} {NOT_IN_PARALLEL}")
+        raise UserError(f"--parallel {args.parallel} checkpoints {NOT_IN_PARALLEL}")
+    if args.workers < 1:
+        raise UserError(f"--workers must be at least 1, got {args.workers}")
     if args.parallel != "hogwild" and args.workers != 1:
         raise UserError("--workers is for --parallel hogwild (output-block runs on the ranks mpiexec starts)")
     comm = None
@@ -104,15 +109,18 @@ def add_cli(subparsers) -> None:
     add_corpus_args(p)
     add_options(p, NPLMConfig(V=2), skip=("V", "seed"), help=HELP)
     add_options(p, TrainConfig(), help=HELP)
-    p.add_argument("--out", default="runs/train", help="folder for checkpoint.npz and history.json")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
-    p.add_argument("--force", action="store_true",
-                   help="start afresh even if OUT holds a checkpoint (it is overwritten); without it, that is refused")
+    p.add_argument("--out", default="runs/train", help="folder for checkpoint.npz and history.json (default runs/train)")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
+    start.add_argument("--force", action="store_true",
+                       help="start afresh even if OUT holds a checkpoint (it is overwritten); without it, that is "
+                            "refused")
     p.add_argument("--results", default=None, metavar="FILE",
                    help="also write the history with the command, commit and machine to FILE "
                         "(a results file, e.g. data/results/train_brown_slice.json)")
     p.add_argument("--parallel", choices=MODES, default="none",
-                   help=f"parallel algorithm of section 3 (default none: serial); the parallel modes {NOT_IN_PARALLEL}")
-    p.add_argument("--workers", type=int, default=1, help="processes for --parallel hogwild")
+                   help=f"parallel algorithm of section 3 (default none: serial); the parallel modes checkpoint "
+                        f"{NOT_IN_PARALLEL}")
+    p.add_argument("--workers", type=int, default=1, help="processes for --parallel hogwild (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
     p.set_defaults(func=_handler)
