@@ -97,20 +97,27 @@ def _in_use(path: Path) -> bool:
 
 @pytest.fixture
 def no_leaked_mpich_shm():
-    """An aborted MPICH job leaves its shared-memory segment in /dev/shm: remove the ones that
-    appeared during the test and that no live process maps."""
+    """An MPICH job that ends in MPI_Abort (or with a rank killed) would leave its shared-memory file in
+    /dev/shm: fail if one appeared during the test that no live process maps (another job's, running
+    beside the test, is not counted), and remove it so that the next run does not count it again."""
     shm = Path("/dev/shm")
     before = set(shm.glob("mpich_shm_*")) if shm.is_dir() else set()
     yield
-    for f in set(shm.glob("mpich_shm_*")) - before if shm.is_dir() else ():
-        if not _in_use(f):
-            f.unlink(missing_ok=True)
+    new = set(shm.glob("mpich_shm_*")) - before if shm.is_dir() else set()
+    deadline = time.monotonic() + 3  # an aborted job's ranks may still be exiting when mpiexec has returned
+    while any(_in_use(f) for f in new) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    leaked = [f for f in new if f.exists() and not _in_use(f)]
+    for f in leaked:
+        f.unlink(missing_ok=True)
+    assert not leaked, f"leaked MPICH shared memory: {leaked}"
 
 
 @pytest.mark.parametrize("mode,launcher", [("abort", []), ("plain", ["-m", "mpi4py"])])
 def test_failing_rank_ends_the_job(mode, launcher, no_leaked_mpich_shm):
     """Rank 1 raises at its 4th update while rank 0 waits in an Allreduce: the job must end (well
-    within 60 s) with a non-zero status and rank 1's error on stderr, not hang."""
+    within 60 s) with a non-zero status and rank 1's error on stderr, not hang; the MPI_Abort that ends
+    it leaves no shared memory behind (world() unlinked MPICH's file at the start)."""
     proc, seconds = mpiexec(2, *launcher, SCRIPTS / "fail.py", mode, timeout=90)
     assert proc.returncode != 0
     assert seconds < 60
@@ -231,6 +238,63 @@ def test_mpi_cli_refuses_in_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == ["error: --parallel output-block checkpoints at the end of every epoch only "
                                         "(no --checkpoint-every-minutes, no Ctrl-C checkpoint)"]
+
+
+BAD_RUNS = {  # a command line every rank finds wrong at the same point, and the one line rank 0 says
+    "argparse": (["--lr", "abc"], r"python -m nplm_edu train: error: argument --lr: invalid float value: 'abc'"),
+    "unwritable out": (["--out", "/etc/passwd/x"], r"error: cannot write to /etc/passwd/x: /etc/passwd is a file, not a folder"),
+    "diverging": (["--lr", "1e30"], r"error: the training loss became \S+ at update 1 of epoch 1 \(no checkpoint "
+                                    r"was written yet\); try a smaller learning rate"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_RUNS))
+def test_mpi_errors_every_rank_meets_end_the_job_cleanly_in_one_line(tmp_path, case, no_leaked_mpich_shm):
+    """Bad input found by argparse, an --out that cannot be written (found before any setup: nothing on
+    stdout) and a loss that diverges (seen by every rank in the allreduced loss): status 2, one line
+    from rank 0 (argparse's usage too, once), no MPI_Abort and no shared memory left behind."""
+    extra, line = BAD_RUNS[case]
+    proc, seconds = mpiexec(2, *_train_cli(), *CLI_COMMON, "--out", tmp_path / "run", "--parallel",
+                            "output-block", *extra)
+    assert proc.returncode == 2, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
+    assert len(errors) == 1 and re.fullmatch(line, errors[0]), proc.stderr
+    assert proc.stderr.count("usage:") == (case == "argparse")
+    assert "Abort" not in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout == "" and seconds < 20
+
+
+def test_mpi_out_of_memory_is_one_line(tmp_path, no_leaked_mpich_shm):
+    """A minibatch too large for memory fails on every rank: the serial command line's one line and
+    status 2 (not rank 0's traceback and an Abort). Under a 3 GB address-space limit per process, so
+    that the allocation fails at once instead of filling the machine."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3_000_000_000, 3_000_000_000))
+
+    proc = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, *_train_cli(), *CLI_COMMON, "--out",
+                           str(tmp_path / "run"), "--parallel", "output-block", "--batch", "100000000"],
+                          capture_output=True, text=True, timeout=60, env=ENV, cwd=ROOT, preexec_fn=limit)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == ["error: out of memory: try a smaller --batch, model or corpus"], proc.stderr
+
+
+def test_mpi_ctrl_c_ends_every_rank_cleanly(tmp_path, no_leaked_mpich_shm):
+    """Ctrl-C to mpiexec (which forwards it to every rank) while the ranks train: they agree to stop
+    after the same update (one rank may be waiting in an Allreduce, where Python cannot raise), so the
+    job ends with status 130 and one line, with no MPI_Abort and no shared memory left behind."""
+    long_run = [*_train_cli(), *CLI_COMMON, "--synthetic-tokens", "400000", "--batch", "1", "--epochs", "50",
+                "--out", str(tmp_path / "run"), "--parallel", "output-block"]
+    proc = subprocess.Popen([str(MPIEXEC), "-n", "2", sys.executable, *long_run], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(6)  # setup takes about 2 s; an epoch of 320,000 updates far longer
+    assert proc.poll() is None, proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    err = _finish(proc)
+    assert proc.returncode == 130, err
+    assert [ln for ln in err.splitlines() if not ln.startswith("[mpiexec@")] == ["interrupted"], err
 
 
 def test_cli_hogwild_resumes_at_an_epoch_boundary(tmp_path):

@@ -8,6 +8,7 @@ stderr and a non-zero exit status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -46,11 +47,20 @@ def mpi_rank() -> int:
     return 0
 
 
+def _parse(parser: argparse.ArgumentParser, argv, speak: bool) -> argparse.Namespace:
+    """The parsed command line; argparse prints its own usage, errors and --help, which under mpiexec
+    only rank 0 should: the other ranks parse with stdout and stderr muted (and exit as rank 0 does)."""
+    if speak:
+        return parser.parse_args(argv)
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+        return parser.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     speak = mpi_rank() == 0  # under mpiexec every rank meets the same bad input: rank 0 says it, once
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv, speak)
         return int(args.func(args) or 0)
     except UserError as e:
         if speak:

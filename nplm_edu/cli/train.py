@@ -14,7 +14,7 @@ from ..errors import UserError
 from ..experiments.common import check_output_path, write_results
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
-from ..training.checkpoint import load_checkpoint
+from ..training.checkpoint import check_writable, load_checkpoint
 from ..training.trainer import TrainConfig, train
 from .corpus import add_corpus_args, corpus_from_args
 from .options import add_options, from_options
@@ -51,6 +51,7 @@ def _handler(args) -> int:
         raise UserError(f"--workers must be at least 1, got {args.workers}")
     if args.parallel != "hogwild" and args.workers != 1:
         raise UserError("--workers is for --parallel hogwild (output-block runs on the ranks mpiexec starts)")
+    _check_outputs(args)  # before any setup: under mpiexec, on every rank before MPI starts
     comm = None
     if args.parallel == "output-block":
         from ..training.parallel.output_block import world
@@ -58,13 +59,6 @@ def _handler(args) -> int:
         comm = world()
     rank = 0 if comm is None else comm.Get_rank()
     quiet = args.quiet or rank != 0  # one rank speaks
-    if args.results:
-        check_output_path(args.results, "--results")  # before any training
-    if args.resume:  # a missing or unreadable checkpoint is bad input: found here, said once (by rank 0 under MPI)
-        load_checkpoint(Path(args.out) / "checkpoint.npz")
-    elif not args.force and (Path(args.out) / "checkpoint.npz").exists():  # a fresh start would overwrite it
-        raise UserError(f"{args.out} already holds a checkpoint: --resume continues it, --force starts over "
-                        "and overwrites it, or choose another --out")
     corpus = corpus_from_args(args)
     net.V = corpus.V
     model = FusedNPLM(net)
@@ -100,6 +94,19 @@ def _handler(args) -> int:
         if not quiet:
             print(f"wrote {args.results}")
     return 0
+
+
+def _check_outputs(args) -> None:
+    """Every file the run will write can be written, and --resume / --force agree with what --out holds:
+    one line now rather than after the corpus, the model (and MPI) are set up."""
+    if args.results:
+        check_output_path(args.results, "--results")
+    check_writable(args.out)
+    if args.resume:  # a missing or unreadable checkpoint is bad input: found here, said once (by rank 0 under MPI)
+        load_checkpoint(Path(args.out) / "checkpoint.npz")
+    elif not args.force and (Path(args.out) / "checkpoint.npz").exists():  # a fresh start would overwrite it
+        raise UserError(f"{args.out} already holds a checkpoint: --resume continues it, --force starts over "
+                        "and overwrites it, or choose another --out")
 
 
 def add_cli(subparsers) -> None:

@@ -23,6 +23,7 @@ class ModelBackend:
     writer = True  # this process writes the checkpoint and history
     interruptible = True  # Ctrl-C / SIGTERM and timed checkpoints inside an epoch
     whole_output = True  # a process computes the scores of every word (the memory check counts them)
+    stops_together = False  # if not interruptible: Ctrl-C / SIGTERM still stop it, at an update stop_requested agrees on
 
     def __init__(self, model):
         self.model = model
@@ -47,6 +48,11 @@ class ModelBackend:
 
     def epoch_extra(self) -> dict:
         return {}
+
+    def stop_requested(self, flag: bool) -> bool:
+        """Whether to stop now, given this process's Ctrl-C / SIGTERM flag (called after every update
+        when ``stops_together``)."""
+        return flag
 
 
 class SerialBackend(ModelBackend):

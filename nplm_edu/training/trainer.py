@@ -232,7 +232,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     K, n_batches = config.batch, plan.n_batches
     last_save = time.monotonic()
     limit_hit = False
-    with Interrupt(backend.interruptible) as stop, np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    with Interrupt(backend.interruptible or backend.stops_together) as stop, np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         while state.epoch < config.epochs and not state.done and not limit_hit:
             rng.bit_generator.state = state.rng_state  # the order of this epoch, also after resume
             order = plan.order(rng)
@@ -272,6 +272,10 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                 bar.update(count)
                 if not quiet and (j % 20 == 0 or j == n_batches - 1):
                     bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.3g}", refresh=False)
+                if backend.stops_together and backend.stop_requested(stop.flag):
+                    bar.close()
+                    write_history()
+                    raise KeyboardInterrupt  # on every rank at once: no checkpoint inside the epoch
                 interrupted = stop.flag
                 try:
                     if callback is not None and state.step % callback_every == 0:

@@ -33,10 +33,7 @@ With ``comm=None`` (M = 1) nothing is imported from MPI and the code runs serial
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
-import traceback
 from contextlib import contextmanager
 
 import numpy as np
@@ -47,6 +44,7 @@ from ...numerics.fused import features, features_backward, nll_grad_inplace, sof
 from ..checkpoint import set_params
 from ..optim import learning_rate
 from ..backends import ModelBackend
+from .mpi_job import abort_on_error, world  # noqa: F401 -- how the command line and scripts start and end a job
 
 
 def block_range(V: int, M: int, i: int) -> tuple[int, int]:
@@ -276,41 +274,6 @@ def train_steps(trainer: OutputBlockSGD, contexts: np.ndarray, targets: np.ndarr
     return total / max(count, 1)
 
 
-def world():
-    """MPI.COMM_WORLD if this process was started by mpiexec with more than one rank, else None."""
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    return comm if comm.Get_size() > 1 else None
-
-
-@contextmanager
-def abort_on_error(comm):
-    """If this rank raises, say so once on stderr and MPI_Abort the whole job, so the other ranks
-    (blocked in a collective) do not hang. Bad input (UserError) and Ctrl-C are one line; anything
-    else is the failing rank's traceback. When several ranks fail at once, the lowest speaks first
-    and its Abort ends the others. A no-op when comm is None."""
-    try:
-        yield
-    except BaseException as exc:  # noqa: BLE001 -- any error on one rank must end every rank
-        if comm is None or isinstance(exc, SystemExit) and not exc.code:
-            raise
-        rank = comm.Get_rank()
-        if isinstance(exc, UserError):
-            msg, code = f"error: {exc}\n", 2
-        elif isinstance(exc, KeyboardInterrupt):
-            msg, code = "interrupted (the last checkpoint is the end of the last finished epoch)\n", 130
-        else:
-            msg, code = f"[rank {rank}] {type(exc).__name__}: {exc}\n" + traceback.format_exc(), 1
-        if rank:
-            time.sleep(1.0 + 0.3 * rank)  # rank 0 speaks first; its Abort ends the job before the others do
-        sys.stderr.flush()
-        os.write(2, msg.encode(errors="replace"))  # one write: mpiexec forwards it before the job is torn down
-        time.sleep(0.5)
-        comm.Abort(code)
-        os._exit(code)  # Abort may return on a rank the job is already tearing down: never carry on
-
-
 class OutputBlockBackend(ModelBackend):
     """The output-block algorithm as a backend of :func:`nplm_edu.training.trainer.train`: every rank
     runs the same loop (same order, same learning rates); rank 0 writes the history and checkpoints.
@@ -321,6 +284,8 @@ class OutputBlockBackend(ModelBackend):
 
     interruptible = False
     whole_output = False  # each rank holds the scores of its block of words only
+    stops_together = True  # Ctrl-C or SIGTERM on any rank: every rank stops after the same update
+    STOP_CHECK_EVERY = 16  # updates between two agreements on that (one Allreduce of one number)
 
     def __init__(self, model, config, comm=None):
         if config.optimizer != "sgd" or config.dropout_x or config.dropout_a or config.tie:
@@ -329,6 +294,8 @@ class OutputBlockBackend(ModelBackend):
         self.config, self.comm = config, comm
         self._build(model.params)
         self.writer = self.sgd.rank == 0
+        self._stop = np.zeros(1)
+        self._calls = 0
 
     def _build(self, params: dict) -> None:
         c = self.config
@@ -338,6 +305,16 @@ class OutputBlockBackend(ModelBackend):
 
     def update(self, contexts, targets, lr: float) -> float:
         return self.sgd.step(contexts, targets, lr=lr)
+
+    def stop_requested(self, flag: bool) -> bool:
+        """Whether any rank has been asked to stop (its ``flag``), agreed every STOP_CHECK_EVERY calls:
+        collective, every rank calls it after every update and gets the same answer at the same update."""
+        self._calls += 1
+        if self._calls % self.STOP_CHECK_EVERY:
+            return False
+        self._stop[0] = float(flag)
+        self.sgd._allreduce(self._stop, "MAX")
+        return bool(self._stop[0])
 
     def perplexity(self, contexts, targets) -> float:
         return self.sgd.perplexity(contexts, targets)
