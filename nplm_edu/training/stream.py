@@ -115,6 +115,8 @@ class StreamBackend:
 
     writer = True
     interruptible = True
+    whole_output = True
+    stops_together = False
 
     def __init__(self, model, config, stream: StreamConfig | None = None):
         self.model, self.config, self.stream = model, config, stream or StreamConfig()

@@ -41,6 +41,7 @@ import numpy as np
 from ...errors import UserError
 from ...numerics.blas import gemm_update, segment_sum
 from ...numerics.fused import features, features_backward, nll_grad_inplace, softmax_inplace
+from ...progress import progress_bar
 from ..checkpoint import set_params
 from ..optim import learning_rate
 from ..backends import ModelBackend
@@ -264,9 +265,7 @@ def train_steps(trainer: OutputBlockSGD, contexts: np.ndarray, targets: np.ndarr
     total, count = 0.0, 0
     batches = epoch_batches(order, trainer.K)
     if progress and trainer.rank == 0:
-        from tqdm.auto import tqdm
-
-        batches = tqdm(batches, total=math.ceil(len(order) / trainer.K), desc="updates", leave=False)
+        batches = progress_bar(batches, total=math.ceil(len(order) / trainer.K), desc="updates", leave=False)
     for idx in batches:
         loss = trainer.step(contexts[idx], targets[idx])
         total += loss * len(idx)
