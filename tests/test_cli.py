@@ -141,6 +141,15 @@ def test_bad_class_ngram_options(args, needle):
     assert_user_error(p, needle)
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["--model", "kn", "--seed", "-1"], "--seed is for --model class only"),  # was silently ignored
+    (["--model", "interp", "--classes", "5", "--seed", "2"], "--classes and --seed are for --model class only"),
+    (["--model", "class", "--classes", "5", "--em-iterations", "-1"], "--em-iterations must be 0 or more"),
+])
+def test_ngram_options_of_another_model_or_out_of_range_are_refused(args, needle):
+    assert_user_error(run("ngram", "--quiet", *args, check_ok=False), needle)
+
+
 @pytest.mark.parametrize("args", [
     ["--train-size", "0.95", "--valid-size", "0.1"],   # fractions adding up to more than 1
     ["--train-size", "40000"],                         # more tokens than the corpus has

@@ -10,12 +10,24 @@ from __future__ import annotations
 import json
 import sys
 
+from ..errors import UserError
 from ..experiments.common import check_output_path, write_json_atomic
 from ..models.ngram.build import MODELS, build_model, evaluate
 from .corpus import add_corpus_args, corpus_from_args
 
 
+def _check_options(args) -> None:
+    """Before any work: options of another model are refused (not silently ignored), counts checked."""
+    if args.model != "class":
+        given = [flag for flag, value in (("--classes", args.classes), ("--seed", args.seed)) if value is not None]
+        if given:
+            raise UserError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for --model class only")
+    if args.em_iterations < 0:
+        raise UserError(f"--em-iterations must be 0 or more, got {args.em_iterations}")
+
+
 def _cmd_ngram(args) -> int:
+    _check_options(args)
     if args.json and args.json != "-":
         check_output_path(args.json, "--json")  # before the fit
     corpus = corpus_from_args(args)
