@@ -60,8 +60,8 @@ def add_options(parser, defaults, skip=(), help: dict | None = None, prefix: str
 
 def description(doc: str, paragraphs: int | None = None) -> str:
     """A module docstring (its first ``paragraphs``) as a subcommand's --help description: no reST
-    markup (``code``, :func:`~a.b` -> b, "::"), and without the leading "``python -m nplm_edu ...``:"
-    that repeats the usage line.
+    markup (double backquotes, roles such as ``:func:`~a.b``` -> b, "::"), and without the leading
+    "python -m nplm_edu ...:" in backquotes that repeats the usage line.
 
     >>> description("``python -m nplm_edu x``: fits :func:`~a.b.fit` and writes ``out.json``.")
     'Fits fit and writes out.json.'

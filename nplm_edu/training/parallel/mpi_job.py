@@ -87,10 +87,10 @@ def agree(comm, value: int, seconds: float = AGREE_SECONDS) -> int | None:
 def abort_on_error(comm):
     """Run the body on every rank of ``comm`` (None: serially, a no-op); if a rank raises, end the job.
 
-    If every rank raises within :data:`AGREE_SECONDS` (they met the same error), rank 0 raises its
+    If every rank raises within ``AGREE_SECONDS`` (they met the same error), rank 0 raises its
     error as it is (the command line says it in one line) and the other ranks leave quietly with the
     same status: no Abort, nothing left behind. If one rank fails alone, it says why on stderr (bad
-    input, Ctrl-C and memory in one line, anything else with its traceback) and ``MPI_Abort``s."""
+    input, Ctrl-C and memory in one line, anything else with its traceback) and calls ``MPI_Abort``."""
     if comm is None:
         yield
         return
