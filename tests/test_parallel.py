@@ -140,11 +140,12 @@ def test_hogwild_trains_and_frees_shared_memory(locked):
     ctx, tgt = c.windows("train", 3)
     vc, vt = c.windows("valid", 3)
     before = set(os.listdir("/dev/shm"))
-    out = []
+    out, seen = [], []
     res = train_hogwild(NPLM(cfg).params, ctx, tgt, workers=2, examples=3000, batch_size=4, lr=0.1,
-                        locked=locked, trainer_out=out)
+                        locked=locked, trainer_out=out, progress=seen.append)
     assert set(os.listdir("/dev/shm")) - before == set()  # every shared block unlinked
     assert res.updates == 750 and res.examples == 3000  # 2 workers x 1500 examples / K = 4
+    assert seen and seen == sorted(seen) and seen[-1] == 3000  # the progress bar's count: rising, then all
     assert np.all(np.isfinite(res.params["U"]))
     untrained = OutputBlockSGD(NPLM(cfg).params).perplexity(vc, vt)
     assert out[0].perplexity(vc, vt) < 0.6 * untrained  # both workers' updates reached the parameters
@@ -534,3 +535,14 @@ def test_hogwild_error_line_is_not_glued_to_the_progress_bar(tmp_path):
     assert proc.returncode == 2, err
     last = err.replace("\r", "\n").strip().splitlines()[-1]  # what the terminal shows last
     assert last.startswith("error: a hogwild worker failed"), repr(err[-300:])
+
+
+def test_hogwild_progress_bar_moves_during_the_epoch(tmp_path):
+    """The epoch's bar follows the workers' examples as they train (it sat at 0% until the epoch ended):
+    with the bar shown, some update of it lies strictly between 0 and the epoch's end."""
+    proc, workers = _start_hogwild(tmp_path, quiet=False)
+    time.sleep(2)
+    os.kill(proc.pid, signal.SIGINT)
+    err = _finish(proc)
+    counts = [int(m) for m in re.findall(r"\| *(\d+)/\d+ \[", err)]  # "| 4321/319996 [" of every redraw
+    assert any(0 < c for c in counts), err[-500:]

@@ -392,6 +392,23 @@ def test_checkpoint_with_bad_parameter_arrays_is_one_clear_error(tmp_path, capsy
     assert_refused_in_one_line(tmp_path, capsys, spoil, f"array '{name}' is not finite floating-point numbers")
 
 
+@pytest.mark.parametrize("field, value", [("V", -3), ("h", "many"), ("surprise", 1)])
+def test_mix_names_the_checkpoint_whose_model_configuration_is_bad(tmp_path, capsys, field, value):
+    """`mix` builds the network from the checkpoint's configuration: a bad one is one line naming the
+    file (|V| = -3 was reported without it, a string for h in Python's words alone)."""
+    run(tmp_path, "good", 1)
+    with np.load(tmp_path / "good" / "checkpoint.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    meta["model"][field] = value
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **dict(arrays, meta=np.array(json.dumps(meta))))
+    capsys.readouterr()
+    assert main(["mix", str(bad), "--corpus", "synthetic"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {bad} has an unreadable model configuration ("), err
+
+
 def assert_refused_in_one_line(tmp_path, capsys, spoil, says):
     """A good checkpoint's arrays, ``spoil``-ed in place and saved anew: `train --resume` and `mix` each
     refuse it in one line saying ``says``, and leave the file as it was."""

@@ -197,7 +197,7 @@ def model_from_checkpoint(path, best: bool = True):
         raise UserError(f"{path} holds {a_model(meta['kind'])} model, not an NPLM")
     try:
         model = FusedNPLM(NPLMConfig(**meta["model"]))
-    except TypeError as e:
+    except (TypeError, ValueError, UserError) as e:  # an unknown field, a string for a number, |V| = -3 ...
         raise UserError(f"{path} has an unreadable model configuration ({e})") from None
     if meta["train"].get("tie"):
         model.tie()

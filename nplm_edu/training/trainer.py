@@ -244,7 +244,10 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                 left = None if config.max_updates is None else config.max_updates - state.step
                 order = order if left is None else order[:max(0, left) * K]
                 try:
-                    loss, updates = backend.run_epoch(order, state, config)
+                    def advance(n: int) -> None:  # the workers have done n examples of the epoch
+                        bar.update(n - bar.n)
+
+                    loss, updates = backend.run_epoch(order, state, config, progress=advance)
                 except BaseException as e:  # a worker failed or diverged, Ctrl-C: the error's line is its own
                     bar.close()
                     if isinstance(e, TrainingDiverged) and hasattr(e, "report"):  # which worker, about which update
@@ -254,7 +257,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                     raise diverged(f"the training loss became {loss:.4g}")
                 state.step += updates
                 state.loss_sum, state.loss_count = loss * len(order), len(order)
-                bar.update(len(order))
+                bar.update(len(order) - bar.n)
                 limit_hit = config.max_updates is not None and state.step >= config.max_updates
             for j in range(state.batch_in_epoch, 0 if hasattr(backend, "run_epoch") else n_batches):
                 if config.max_updates is not None and state.step >= config.max_updates:

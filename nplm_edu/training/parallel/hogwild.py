@@ -77,10 +77,11 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0: int, errors, stop,
-            parent: int) -> None:
-    """SGD over this worker's slice, writing into the shared parameters (in trainer.state). A
-    non-finite loss sets the shared ``stop`` flag, which ends every worker at its next update.
-    Ctrl-C is left to the parent (one message, not one traceback per worker)."""
+            parent: int, done) -> None:
+    """SGD over this worker's slice, writing into the shared parameters (in trainer.state) and its
+    examples so far into ``done[w]`` (for the parent's progress bar). A non-finite loss sets the
+    shared ``stop`` flag, which ends every worker at its next update. Ctrl-C is left to the parent
+    (one message, not one traceback per worker)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent)
     try:
@@ -95,6 +96,7 @@ def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0:
                 errors.put(("diverged", (t, w, loss)))
                 return
             total += loss * len(batch)
+            done[w] += len(batch)
         errors.put(("ok", total))  # this worker's summed training NLL
     except BaseException as exc:  # noqa: BLE001 -- report to the parent, which raises
         errors.put(("error", f"worker {w}: {type(exc).__name__}: {exc}"))
@@ -105,10 +107,11 @@ def _interrupted(signum, frame):
     raise KeyboardInterrupt
 
 
-def _wait(procs, stop) -> None:
-    """Wait for the workers; as soon as one ends abnormally (killed, crashed), or on Ctrl-C or
-    SIGTERM (sent by ``timeout`` and batch schedulers, here taken as Ctrl-C), stop the others at
-    once instead of letting them finish their slices."""
+def _wait(procs, stop, done, progress=None) -> None:
+    """Wait for the workers, calling ``progress(examples done by all)`` as they go (every 50 ms
+    and at the end); as soon as one ends abnormally (killed, crashed), or on Ctrl-C or SIGTERM
+    (sent by ``timeout`` and batch schedulers, here taken as Ctrl-C), stop the others at once
+    instead of letting them finish their slices."""
     try:
         old = signal.signal(signal.SIGTERM, _interrupted)  # the workers, forked before, keep the default
     except ValueError:  # not in the main thread: signals are left alone
@@ -118,6 +121,8 @@ def _wait(procs, stop) -> None:
             if any(p.exitcode not in (None, 0) for p in procs):
                 break
             next(p for p in procs if p.exitcode is None).join(timeout=0.05)
+            if progress is not None:
+                progress(sum(done))
     except KeyboardInterrupt:
         stop.value = 1
         _end(procs)
@@ -128,6 +133,8 @@ def _wait(procs, stop) -> None:
     if any(p.exitcode not in (None, 0) for p in procs):
         stop.value = 1
         _end(procs)
+    elif progress is not None:
+        progress(sum(done))
 
 
 def _end(procs) -> None:
@@ -145,7 +152,7 @@ def _end(procs) -> None:
 def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, workers: int = 2,
                   examples: int | None = None, batch_size: int = 1, lr: float = 1e-3, r: float = 1e-8,
                   weight_decay: float = 0.0, locked: bool = False, seed: int = 0, order=None, t0: int = 0,
-                  trainer_out: list | None = None) -> HogwildResult:
+                  trainer_out: list | None = None, progress=None) -> HogwildResult:
     """Train on ``examples`` windows drawn without replacement (seeded order), split into
     ``workers`` disjoint slices, one process each, sharing the parameters (section 3.1).
 
@@ -153,7 +160,8 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
     updates done before (for lr_t). ``params`` is not modified; the result holds the trained parameters. If ``trainer_out`` is a
     list, an M = 1 :class:`OutputBlockSGD` holding the final parameters is appended (for
     evaluation with ``.perplexity``). A worker whose loss becomes NaN or infinite stops every worker
-    and :class:`HogwildDiverged` (a ``train.TrainingDiverged``) is raised."""
+    and :class:`HogwildDiverged` (a ``train.TrainingDiverged``) is raised. ``progress``: called with
+    the examples done so far by all workers, while they run."""
     N = len(targets)
     examples = N if examples is None else min(int(examples), N)
     if order is None:
@@ -171,13 +179,14 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
             trainer.state[name] = shared
         errors = ctx.SimpleQueue()
         stop = ctx.RawValue("i", 0)  # set by a worker whose loss is not finite; read without a lock
+        done = ctx.RawArray("q", workers)  # examples each worker has trained on; each writes its own
         procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, t0, errors, stop,
-                                                   os.getpid()), daemon=True)
+                                                   os.getpid(), done), daemon=True)
                  for w, s in enumerate(slices)]
         t0 = time.perf_counter()
         for p in procs:
             p.start()
-        _wait(procs, stop)
+        _wait(procs, stop, done, progress)
         seconds = time.perf_counter() - t0
         reports = [errors.get() for _ in range(len(procs)) if not errors.empty()]
         failed = [msg for kind, msg in reports if kind == "error"]
@@ -218,12 +227,13 @@ class HogwildBackend(ModelBackend):
         self.config, self.windows, self.workers, self.locked = config, windows, workers, locked
         self._extra = {}
 
-    def run_epoch(self, order, state, config) -> tuple[float, int]:
-        """Train on ``order`` with P workers; returns (mean training NLL, updates)."""
+    def run_epoch(self, order, state, config, progress=None) -> tuple[float, int]:
+        """Train on ``order`` with P workers; returns (mean training NLL, updates). ``progress``:
+        called with the examples done so far, while the workers run."""
         c = self.config
         res = train_hogwild(self.model.params, *self.windows, workers=self.workers, batch_size=c.batch,
                             lr=c.lr * c.lr_decay ** state.epoch, r=c.decay_rate, weight_decay=c.weight_decay,
-                            locked=self.locked, order=order, t0=state.step)
+                            locked=self.locked, order=order, t0=state.step, progress=progress)
         set_params(self.model, res.params)
         self._extra = {"updates_per_s": res.updates_per_s}
         return res.train_nll, res.updates
