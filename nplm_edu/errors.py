@@ -10,6 +10,24 @@ class UserError(Exception):
     """Bad input from the user: printed as one line by the command line, exit status 2."""
 
 
+OUT_OF_MEMORY = "out of memory: try a smaller --batch, model or corpus"
+
+
+def one_line(exc: BaseException) -> tuple[str, int] | None:
+    """What the command line prints for an error a user can act on, and its exit status: bad input,
+    a file (missing, unwritable, a folder where a file should be ...), memory, Ctrl-C; None for a
+    bug, which keeps its traceback."""
+    if isinstance(exc, UserError):
+        return f"error: {exc}", 2
+    if isinstance(exc, OSError):
+        return f"error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", 2
+    if isinstance(exc, MemoryError):
+        return f"error: {OUT_OF_MEMORY}", 2
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", 130
+    return None
+
+
 def check_seed(seed, what: str = "seed") -> None:
     """A seed for ``numpy.random.default_rng``: a whole number >= 0, else one clear :class:`UserError`
     (numpy's own error would come as a traceback from deep inside)."""

@@ -233,7 +233,7 @@ def reference_text_tokens(path):
 
 
 def test_reading_a_text_file_shows_its_progress_when_asked(tmp_path, monkeypatch):
-    from test_ngram import recorded_bars
+    from progress_bars import recorded_bars
 
     f = tmp_path / "t.txt"
     f.write_text("a b c\n" * 5000 + "dé fin", encoding="utf-8")

@@ -20,6 +20,16 @@ def test_a_new_file_gets_the_permissions_of_any_new_file(tmp_path):
     assert made.read_text() == "{}" and mode(made) == mode(plain)
 
 
+@pytest.mark.parametrize("umask, want", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_a_new_file_follows_the_umask_of_the_moment(tmp_path, umask, want):
+    old = os.umask(umask)
+    try:
+        made = atomic_write(tmp_path / "m.json", lambda f: f.write("{}"), binary=False)
+    finally:
+        os.umask(old)
+    assert mode(made) == want  # 0o666 less the umask, as open() would give
+
+
 def test_a_replaced_file_keeps_its_permissions(tmp_path):
     path = tmp_path / "kept.json"
     path.write_text("old")

@@ -70,6 +70,7 @@ def test_the_check_fails_on_a_recorded_command_the_command_line_now_refuses(tmp_
     write(tmp_path, "ok.json", {**CLEAN, "command": "python -m nplm_edu reproduce ngrams --passes 3"})
     write(tmp_path, "mpi.json", {**CLEAN, "command": "mpiexec -n 2 python -m nplm_edu train --parallel output-block"})
     write(tmp_path, "bench.json", {**CLEAN, "command": "python benchmarks/bench_x.py --anything"})  # not ours to parse
+    write(tmp_path, "chain.json", {**CLEAN, "command": "cd x && python -m nplm_edu results --check; echo done"})
     write(tmp_path, "rows.json", {"rows": {"A": CLEAN, "B": {**CLEAN, "command": "python -m nplm_edu reproduce ngrams --no-such 1"}}})
     assert main(["results", "--dir", str(tmp_path), "--check"]) == 2
     err = capsys.readouterr().err
@@ -77,7 +78,10 @@ def test_the_check_fails_on_a_recorded_command_the_command_line_now_refuses(tmp_
     assert "unrecognized arguments: --no-such 1" in err
     (line,) = stale_commands(inventory(tmp_path))
     assert line.startswith("rows.json: `python -m nplm_edu reproduce ngrams --no-such 1`")
+    write(tmp_path, "quote.json", {**CLEAN, "command": "python -m nplm_edu train --out 'runs/x"})
+    assert [x.split(":")[0] for x in stale_commands(inventory(tmp_path))] == ["quote.json", "rows.json"]
     (tmp_path / "rows.json").unlink()
+    (tmp_path / "quote.json").unlink()
     assert main(["results", "--dir", str(tmp_path), "--check"]) == 0
     assert "their commands parse" in capsys.readouterr().out
 

@@ -81,7 +81,43 @@ def test_a_batch_beyond_the_memory_available_is_refused_before_training(tmp_path
     monkeypatch.setattr(guards, "available_memory", lambda: need)  # exactly enough: trains
     train(model, load_corpus("synthetic"), TrainConfig(epochs=1, batch=1000), quiet=True)
     monkeypatch.setattr(guards, "available_memory", lambda: 10 ** 6)
-    assert main(["train", "--corpus", "synthetic", "--batch", "100000000", "--h", "100000", "--out",
+    assert main(["train", "--corpus", "synthetic", "--batch", "100000000", "--h", "2000", "--out",
                  str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: one update on a batch of 23,996 examples needs at least 26.9 GiB") and "--batch" in err[0], err
+    # the batch is the whole training set: 24,000 tokens, n = 5, so 23,996 windows; per window
+    # |V| + 3 (h + (n-1) m) = 47 + 3 (2000 + 120) = 6,407 float32 numbers: 23,996 x 6,407 x 4 B = 0.57 GiB
+    assert len(err) == 1 and err[0].startswith("error: one update on a batch of 23,996 examples needs at least "
+                                               "0.6 GiB of memory and 0.0 GiB are available"), err
+
+
+def test_each_backend_counts_the_memory_of_its_processes():
+    """The memory check asks the backend: one process holds the model's batch (serial), P workers hold
+    P of them (hogwild), a rank holds its block of the scores (output blocks; with M = 1 the whole)."""
+    from nplm_edu.training.backends import SerialBackend
+    from nplm_edu.training.parallel.hogwild import HogwildBackend
+    from nplm_edu.training.parallel.output_block import OutputBlockBackend
+
+    corpus = load_corpus("synthetic")
+    model = FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=5, h=8, seed=0))
+    config = TrainConfig(batch=64)
+    one = model.batch_bytes(64)
+    assert one == 64 * (corpus.V + 3 * (8 + 2 * 5)) * 4  # (K, |V|) scores, 3 x (K, h + (n-1)m), float32
+    assert SerialBackend(model, config).batch_bytes(64) == one
+    assert HogwildBackend(model, config, corpus.windows("train", 3), workers=3).batch_bytes(64) == 3 * one
+    assert OutputBlockBackend(model, config).batch_bytes(64) == one  # one rank owns every output unit
+
+
+def test_an_error_inside_an_epoch_closes_its_progress_bar_first(monkeypatch):
+    """The error's one line must not be glued to the bar: the epoch's bar is closed (erased) before any
+    error leaves the loop, not only before a divergence."""
+    from progress_bars import recorded_bars
+
+    bars = recorded_bars(monkeypatch)
+
+    def fail(step, model):
+        raise RuntimeError("the disk is full")
+
+    model = FusedNPLM(NPLMConfig(V=47, n=3, m=5, h=8, seed=0))
+    with pytest.raises(RuntimeError) as raised:  # its traceback keeps the loop's frame (and bar) alive
+        train(model, load_corpus("synthetic"), TrainConfig(epochs=1, batch=64), callback=fail, callback_every=1)
+    assert raised.traceback and [b["desc"] for b in bars] == ["epoch 1/1"]

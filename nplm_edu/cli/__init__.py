@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 
-from ..errors import UserError
+from ..errors import UserError, one_line
 
 # modules with a subcommand, in the order --help lists them
 COMMANDS = ("corpus", "ngram", "train", "mix", "reproduce", "results")
@@ -62,23 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parse(parser, argv, speak)
         return int(args.func(args) or 0)
-    except UserError as e:
+    except (UserError, OSError, MemoryError, KeyboardInterrupt) as e:
+        message, status = one_line(e)
         if speak:
-            print(f"error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:  # a missing file, a folder where a file should be, a file where a folder should be, ...
-        where = f": {e.filename}" if e.filename else ""
-        if speak:
-            print(f"error: {e.strerror or e}{where}", file=sys.stderr)
-        return 2
-    except MemoryError:
-        if speak:
-            print("error: out of memory: try a smaller --batch, model or corpus", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        if speak:
-            print("interrupted", file=sys.stderr)
-        return 130
+            print(message, file=sys.stderr)
+        return status
 
 
 if __name__ == "__main__":

@@ -27,6 +27,17 @@ def _runs(folder) -> int:
     return 0
 
 
+def _commands(words: list[str]) -> list[list[str]]:
+    """A shell line's words cut into its commands at ``&&``, ``||``, ``;`` and ``|``."""
+    parts: list[list[str]] = [[]]
+    for w in words:
+        if w in ("&&", "||", ";", "|"):
+            parts.append([])
+        else:
+            parts[-1].append(w)
+    return [p for p in parts if p]
+
+
 def stale_commands(entries) -> list[str]:
     """"file: command (why)" for every recorded ``python -m nplm_edu ...`` command (with or without an
     ``mpiexec`` before it) that today's command line would refuse: a file's command is how a reader
@@ -36,17 +47,24 @@ def stale_commands(entries) -> list[str]:
     parser, bad = build_parser(), []
     for e in entries:
         for command in e.commands:
-            words = shlex.split(command)
-            at = next((i + 2 for i in range(len(words) - 1) if words[i:i + 2] == ["-m", "nplm_edu"]), None)
-            if at is None:
-                continue
-            said = io.StringIO()
             try:
-                with contextlib.redirect_stderr(said):
-                    parser.parse_args(words[at:])
-            except SystemExit:
-                why = (said.getvalue().strip().splitlines() or ["refused"])[-1]
-                bad.append(f"{e.path}: `{command}` ({why})")
+                lexer = shlex.shlex(command, posix=True, punctuation_chars=True)  # "--check;" -> "--check", ";"
+                lexer.whitespace_split = True
+                words = list(lexer)
+            except ValueError as exc:  # an unbalanced quote
+                bad.append(f"{e.path}: `{command}` (not a command line: {exc})")
+                continue
+            for part in _commands(words):
+                at = next((i + 2 for i in range(len(part) - 1) if part[i:i + 2] == ["-m", "nplm_edu"]), None)
+                if at is None:
+                    continue
+                said = io.StringIO()
+                try:
+                    with contextlib.redirect_stderr(said):
+                        parser.parse_args(part[at:])
+                except SystemExit:
+                    why = (said.getvalue().strip().splitlines() or ["refused"])[-1]
+                    bad.append(f"{e.path}: `{command}` ({why})")
     return bad
 
 

@@ -15,6 +15,7 @@ from ..experiments.common import check_output_path, write_results
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import check_writable, load_checkpoint
+from ..training.parallel.mpi_job import abort_on_error, world
 from ..training.trainer import TrainConfig, train
 from .corpus import add_corpus_args, corpus_from_args
 from .options import add_options, from_options
@@ -52,11 +53,13 @@ def _handler(args) -> int:
     if args.parallel != "hogwild" and args.workers != 1:
         raise UserError("--workers is for --parallel hogwild (output-block runs on the ranks mpiexec starts)")
     _check_outputs(args)  # before any setup: under mpiexec, on every rank before MPI starts
-    comm = None
-    if args.parallel == "output-block":
-        from ..training.parallel.output_block import world
+    comm = world() if args.parallel == "output-block" else None
+    with abort_on_error(comm):  # from here on, an error on one rank ends every rank (serially: no-op)
+        return _run(args, config, net, comm, started)
 
-        comm = world()
+
+def _run(args, config: TrainConfig, net: NPLMConfig, comm, started: float) -> int:
+    """Load the corpus, build the network and its backend, train, write the results."""
     rank = 0 if comm is None else comm.Get_rank()
     quiet = args.quiet or rank != 0  # one rank speaks
     corpus = corpus_from_args(args)
@@ -67,24 +70,20 @@ def _handler(args) -> int:
               f"h={net.h} m={net.m} direct={net.direct}: {model.num_params():,} parameters", flush=True)
     backend, info = None, None
     if args.parallel == "output-block":
-        from ..training.parallel.output_block import OutputBlockBackend, abort_on_error
+        from ..training.parallel.output_block import OutputBlockBackend
 
-        with abort_on_error(comm):
-            backend = OutputBlockBackend(model, config, comm)
-            info = {"algorithm": "output-block", "ranks": backend.sgd.size}
-            if not quiet:
-                print(f"output blocks over {backend.sgd.size} MPI rank(s): rank 0 owns output units "
-                      f"{backend.sgd.start}..{backend.sgd.stop - 1}", flush=True)
-            history = train(model, corpus, config, out_dir=args.out, resume=args.resume, quiet=quiet,
-                            backend=backend, info=info)
-    else:
-        if args.parallel == "hogwild":
-            from ..training.parallel.hogwild import HogwildBackend
+        backend = OutputBlockBackend(model, config, comm)
+        info = {"algorithm": "output-block", "ranks": backend.sgd.size}
+        if not quiet:
+            print(f"output blocks over {backend.sgd.size} MPI rank(s): rank 0 owns output units "
+                  f"{backend.sgd.start}..{backend.sgd.stop - 1}", flush=True)
+    elif args.parallel == "hogwild":
+        from ..training.parallel.hogwild import HogwildBackend
 
-            backend = HogwildBackend(model, config, corpus.windows("train", net.n), workers=args.workers)
-            info = {"algorithm": "hogwild", "workers": args.workers}
-        history = train(model, corpus, config, out_dir=args.out, resume=args.resume, quiet=quiet, backend=backend,
-                        info=info)
+        backend = HogwildBackend(model, config, corpus.windows("train", net.n), workers=args.workers)
+        info = {"algorithm": "hogwild", "workers": args.workers}
+    history = train(model, corpus, config, out_dir=args.out, resume=args.resume, quiet=quiet, backend=backend,
+                    info=info)
     if not quiet and history.get("best_valid_ppl") is not None:
         print(f"best valid ppl {history['best_valid_ppl']:.2f}; checkpoint and history in {args.out}")
     if args.results and rank == 0:

@@ -12,14 +12,16 @@ import tempfile
 from pathlib import Path
 
 
-def _new_file_mode() -> int:
-    """The permissions ``open()`` gives a new file here: 0o666 less the process's umask."""
-    mask = os.umask(0)
-    os.umask(mask)
+def new_file_mode() -> int:
+    """The permissions ``open()`` gives a new file now: 0o666 less the process's umask, read from
+    /proc (setting the umask to read it back, elsewhere, briefly changes it for every thread)."""
+    try:
+        with open("/proc/self/status") as f:
+            mask = next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o022)
+        os.umask(mask)
     return 0o666 & ~mask
-
-
-NEW_FILE_MODE = _new_file_mode()  # read once, at import: changing the umask is process-wide
 
 
 def atomic_write(path, write, binary: bool = True) -> Path:
@@ -40,7 +42,11 @@ def atomic_write(path, write, binary: bool = True) -> Path:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else NEW_FILE_MODE)
+        try:
+            mode = path.stat().st_mode & 0o777  # the file it replaces (not its set-id bits)
+        except FileNotFoundError:
+            mode = new_file_mode()
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

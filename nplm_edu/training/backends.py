@@ -22,7 +22,6 @@ class ModelBackend:
 
     writer = True  # this process writes the checkpoint and history
     interruptible = True  # Ctrl-C / SIGTERM and timed checkpoints inside an epoch
-    whole_output = True  # a process computes the scores of every word (the memory check counts them)
     stops_together = False  # if not interruptible: Ctrl-C / SIGTERM still stop it, at an update stop_requested agrees on
 
     def __init__(self, model):
@@ -48,6 +47,11 @@ class ModelBackend:
 
     def epoch_extra(self) -> dict:
         return {}
+
+    def batch_bytes(self, K: int) -> int:
+        """A lower bound on the memory one update on K examples takes beside the parameters, in all
+        the processes of this machine (0 when the model cannot say)."""
+        return self.model.batch_bytes(K) if hasattr(self.model, "batch_bytes") else 0
 
     def stop_requested(self, flag: bool) -> bool:
         """Whether to stop now, given this process's Ctrl-C / SIGTERM flag (called after every update

@@ -186,6 +186,15 @@ def set_params(model, params: dict) -> None:
         p[...] = params[k]
 
 
+def build_from_meta(path, build, config: dict):
+    """``build(config)``, the model a checkpoint's configuration describes; one line naming the file
+    when it cannot be built (an unknown field, a string for a number, |V| = -3 ...)."""
+    try:
+        return build(config)
+    except (TypeError, ValueError, UserError) as e:
+        raise UserError(f"{path} has an unreadable model configuration ({e})") from None
+
+
 def model_from_checkpoint(path, best: bool = True):
     """A fast NPLM (:class:`~nplm_edu.numerics.fused.FusedNPLM`) with the configuration and parameters of a
     checkpoint: the best ones (lowest validation perplexity) when stored and ``best``, else the latest."""
@@ -195,10 +204,7 @@ def model_from_checkpoint(path, best: bool = True):
     meta, params, best_params, _ = load_checkpoint(path)
     if meta["kind"] != "nplm":
         raise UserError(f"{path} holds {a_model(meta['kind'])} model, not an NPLM")
-    try:
-        model = FusedNPLM(NPLMConfig(**meta["model"]))
-    except (TypeError, ValueError, UserError) as e:  # an unknown field, a string for a number, |V| = -3 ...
-        raise UserError(f"{path} has an unreadable model configuration ({e})") from None
+    model = build_from_meta(path, lambda config: FusedNPLM(NPLMConfig(**config)), meta["model"])
     if meta["train"].get("tie"):
         model.tie()
     set_params(model, best_params if best and best_params is not None else params)

@@ -13,8 +13,28 @@ from __future__ import annotations
 
 import math
 import signal
+from contextlib import contextmanager
 
 from ..errors import UserError
+
+
+@contextmanager
+def sigterm_as_ctrl_c():
+    """Inside, SIGTERM (sent by ``timeout`` and batch schedulers) raises KeyboardInterrupt as Ctrl-C
+    does, for code that stops on Ctrl-C rather than checking a flag (outside the main thread, where
+    handlers cannot be set, nothing changes)."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:  # None: the old handler was set from C, which Python cannot put back; the default is closest
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if old is None else old)
 
 
 class Interrupt:

@@ -31,7 +31,7 @@ from ..data.vocab import PARAGRAPH
 from ..errors import UserError, a_model
 from ..models.rnn import DECAYED, RecurrentConfig
 from ..numerics.recurrent import recurrent_model
-from .checkpoint import TrainState, load_checkpoint, set_params
+from .checkpoint import TrainState, build_from_meta, load_checkpoint, set_params
 from .clip import check_clip, clip_grad_norm, sgd_step
 from .optim import dropout_mask
 
@@ -115,7 +115,6 @@ class StreamBackend:
 
     writer = True
     interruptible = True
-    whole_output = True
     stops_together = False
 
     def __init__(self, model, config, stream: StreamConfig | None = None):
@@ -213,10 +212,7 @@ def recurrent_from_checkpoint(path, best: bool = True):
     meta, params, best_params, _ = load_checkpoint(path)
     if meta["kind"] not in ("rnn", "lstm"):
         raise UserError(f"{path} holds {a_model(meta['kind'])} model, not a recurrent one (RNN or LSTM)")
-    try:
-        model = recurrent_model(RecurrentConfig(**meta["model"]))
-    except TypeError as e:
-        raise UserError(f"{path} has an unreadable model configuration ({e})") from None
+    model = build_from_meta(path, lambda config: recurrent_model(RecurrentConfig(**config)), meta["model"])
     set_params(model, best_params if best and best_params is not None else params)
     return model
 

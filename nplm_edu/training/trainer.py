@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from ..models.nplm import PARAM_NAMES
 from .checkpoint import (TrainingDiverged, TrainState, check_writable, data_fingerprint, load_checkpoint,
                          remove_stale_temporaries, save_checkpoint)
 from .backends import ModelBackend, SerialBackend
-from .guards import Interrupt, check_memory, exploded, safe_exp
+from .guards import Interrupt, check_memory, exploded, safe_exp, sigterm_as_ctrl_c
 from .optim import learning_rate
 
 __all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "WindowBatches", "train",
@@ -173,9 +174,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     plan = (backend.batches(corpus_or_windows, config) if hasattr(backend, "batches")
             else WindowBatches(corpus_or_windows, model.order, config))
     valid, per_epoch, V = plan.valid, plan.per_epoch, model.V
-    if hasattr(model, "batch_bytes") and backend.whole_output:  # before the first update, not once out of memory
-        K = min(config.batch, per_epoch)
-        check_memory(model.batch_bytes(K), f"one update on a batch of {K:,} examples")
+    first = min(config.batch, per_epoch)  # the largest batch an update meets
+    if hasattr(backend, "batch_bytes"):  # checked before the first update, not once the system runs out
+        check_memory(backend.batch_bytes(first), f"one update on a batch of {first:,} examples")
     fingerprint = data_fingerprint(V, *plan.fingerprint)
     out = Path(out_dir) if out_dir is not None and backend.writer else None
     ckpt = out / "checkpoint.npz" if out is not None else None
@@ -232,7 +233,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     K, n_batches = config.batch, plan.n_batches
     last_save = time.monotonic()
     limit_hit = False
-    with Interrupt(backend.interruptible or backend.stops_together) as stop, np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    flagged = backend.interruptible or backend.stops_together  # Ctrl-C and SIGTERM: a flag read between updates
+    errstate = np.errstate(over="ignore", invalid="ignore", divide="ignore")
+    with Interrupt(flagged) as stop, (nullcontext() if flagged else sigterm_as_ctrl_c()), errstate:
         while state.epoch < config.epochs and not state.done and not limit_hit:
             rng.bit_generator.state = state.rng_state  # the order of this epoch, also after resume
             order = plan.order(rng)
@@ -240,61 +243,62 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             bar = progress_bar(total=per_epoch, initial=plan.done(state.batch_in_epoch), unit=plan.unit,
                                desc=f"epoch {state.epoch + 1}/{config.epochs}", disable=quiet or not backend.writer,
                                leave=False)
-            if hasattr(backend, "run_epoch"):  # the whole epoch at once (hogwild's worker processes)
-                left = None if config.max_updates is None else config.max_updates - state.step
-                order = order if left is None else order[:max(0, left) * K]
-                try:
-                    def advance(n: int) -> None:  # the workers have done n examples of the epoch
-                        bar.update(n - bar.n)
+            try:  # whatever ends the epoch early, its error gets a line of its own, not the bar's
+                if hasattr(backend, "run_epoch"):  # the whole epoch at once (hogwild's worker processes)
+                    left = None if config.max_updates is None else config.max_updates - state.step
+                    order = order if left is None else order[:max(0, left) * K]
+                    try:
+                        def advance(n: int) -> None:  # the workers have done n examples of the epoch
+                            bar.update(n - bar.n)
 
-                    loss, updates = backend.run_epoch(order, state, config, progress=advance)
-                except BaseException as e:  # a worker failed or diverged, Ctrl-C: the error's line is its own
-                    bar.close()
-                    if isinstance(e, TrainingDiverged) and hasattr(e, "report"):  # which worker, about which update
+                        loss, updates = backend.run_epoch(order, state, config, progress=advance)
+                    except TrainingDiverged as e:  # said by the backend (hogwild: which worker, about which update)
+                        if not hasattr(e, "report"):
+                            raise
                         raise diverged(*e.report) from None
-                    raise
-                if exploded(loss, V):
-                    raise diverged(f"the training loss became {loss:.4g}")
-                state.step += updates
-                state.loss_sum, state.loss_count = loss * len(order), len(order)
-                bar.update(len(order) - bar.n)
-                limit_hit = config.max_updates is not None and state.step >= config.max_updates
-            for j in range(state.batch_in_epoch, 0 if hasattr(backend, "run_epoch") else n_batches):
-                if config.max_updates is not None and state.step >= config.max_updates:
-                    limit_hit = True
-                    break
-                args, count = plan.batch(order, j)
-                lr = learning_rate(config.lr, config.decay_rate, state.step, config.lr_decay, state.epoch)
-                loss = backend.update(*args, lr)
-                if exploded(loss, V):
-                    raise diverged(f"the training loss became {loss:.4g}")
-                state.step += 1
-                state.batch_in_epoch = j + 1
-                state.loss_sum += loss * count
-                state.loss_count += count
-                bar.update(count)
-                if not quiet and (j % 20 == 0 or j == n_batches - 1):
-                    bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.3g}", refresh=False)
-                if backend.stops_together and backend.stop_requested(stop.flag):
-                    bar.close()
-                    write_history()
-                    raise KeyboardInterrupt  # on every rank at once: no checkpoint inside the epoch
-                interrupted = stop.flag
-                try:
-                    if callback is not None and state.step % callback_every == 0:
-                        callback(state.step, model)
-                except KeyboardInterrupt:
-                    interrupted = True
-                if backend.interruptible and (interrupted or time.monotonic() - last_save
-                                              > 60 * config.checkpoint_every_minutes):
-                    state.epoch_seconds = time.monotonic() - t_epoch
-                    checkpoint()
-                    last_save = time.monotonic()
-                    if interrupted:
+                    if exploded(loss, V):
+                        raise diverged(f"the training loss became {loss:.4g}")
+                    state.step += updates
+                    state.loss_sum, state.loss_count = loss * len(order), len(order)
+                    bar.update(len(order) - bar.n)
+                    limit_hit = config.max_updates is not None and state.step >= config.max_updates
+                for j in range(state.batch_in_epoch, 0 if hasattr(backend, "run_epoch") else n_batches):
+                    if config.max_updates is not None and state.step >= config.max_updates:
+                        limit_hit = True
+                        break
+                    args, count = plan.batch(order, j)
+                    lr = learning_rate(config.lr, config.decay_rate, state.step, config.lr_decay, state.epoch)
+                    loss = backend.update(*args, lr)
+                    if exploded(loss, V):
+                        raise diverged(f"the training loss became {loss:.4g}")
+                    state.step += 1
+                    state.batch_in_epoch = j + 1
+                    state.loss_sum += loss * count
+                    state.loss_count += count
+                    bar.update(count)
+                    if not quiet and (j % 20 == 0 or j == n_batches - 1):
+                        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.3g}", refresh=False)
+                    if backend.stops_together and backend.stop_requested(stop.flag):
                         bar.close()
                         write_history()
-                        raise KeyboardInterrupt
-            bar.close()
+                        raise KeyboardInterrupt  # on every rank at once: no checkpoint inside the epoch
+                    interrupted = stop.flag
+                    try:
+                        if callback is not None and state.step % callback_every == 0:
+                            callback(state.step, model)
+                    except KeyboardInterrupt:
+                        interrupted = True
+                    if backend.interruptible and (interrupted or time.monotonic() - last_save
+                                                  > 60 * config.checkpoint_every_minutes):
+                        state.epoch_seconds = time.monotonic() - t_epoch
+                        checkpoint()
+                        last_save = time.monotonic()
+                        if interrupted:
+                            bar.close()
+                            write_history()
+                            raise KeyboardInterrupt
+            finally:
+                bar.close()
             if limit_hit and state.batch_in_epoch < n_batches and not hasattr(backend, "run_epoch"):
                 state.epoch_seconds = time.monotonic() - t_epoch
                 checkpoint()  # max_updates reached inside an epoch: save, no validation of a partial epoch

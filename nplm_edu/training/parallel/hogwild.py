@@ -28,6 +28,7 @@ import numpy as np
 
 from ...errors import UserError
 from ..checkpoint import TrainingDiverged, set_params
+from ..guards import sigterm_as_ctrl_c
 from ..backends import ModelBackend
 from .output_block import OutputBlockSGD, epoch_batches
 
@@ -83,6 +84,7 @@ def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0:
     shared ``stop`` flag, which ends every worker at its next update. Ctrl-C is left to the parent
     (one message, not one traceback per worker)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's SIGTERM-as-Ctrl-C is its own; this one ends here
     _die_with_parent(parent)
     try:
         total = 0.0
@@ -103,33 +105,16 @@ def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0:
         raise
 
 
-def _interrupted(signum, frame):
-    raise KeyboardInterrupt
-
-
 def _wait(procs, stop, done, progress=None) -> None:
     """Wait for the workers, calling ``progress(examples done by all)`` as they go (every 50 ms
-    and at the end); as soon as one ends abnormally (killed, crashed), or on Ctrl-C or SIGTERM
-    (sent by ``timeout`` and batch schedulers, here taken as Ctrl-C), stop the others at once
+    and at the end); as soon as one ends abnormally (killed, crashed), stop the others at once
     instead of letting them finish their slices."""
-    try:
-        old = signal.signal(signal.SIGTERM, _interrupted)  # the workers, forked before, keep the default
-    except ValueError:  # not in the main thread: signals are left alone
-        old = None
-    try:
-        while any(p.exitcode is None for p in procs):
-            if any(p.exitcode not in (None, 0) for p in procs):
-                break
-            next(p for p in procs if p.exitcode is None).join(timeout=0.05)
-            if progress is not None:
-                progress(sum(done))
-    except KeyboardInterrupt:
-        stop.value = 1
-        _end(procs)
-        raise
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
+    while any(p.exitcode is None for p in procs):
+        if any(p.exitcode not in (None, 0) for p in procs):
+            break
+        next(p for p in procs if p.exitcode is None).join(timeout=0.05)
+        if progress is not None:
+            progress(sum(done))
     if any(p.exitcode not in (None, 0) for p in procs):
         stop.value = 1
         _end(procs)
@@ -138,7 +123,8 @@ def _wait(procs, stop, done, progress=None) -> None:
 
 
 def _end(procs) -> None:
-    """Terminate the workers still running and reap them all."""
+    """Terminate the workers still running and reap them all (those not started yet are skipped)."""
+    procs = [p for p in procs if p.pid is not None]
     for p in procs:
         if p.exitcode is None:
             p.terminate()
@@ -184,9 +170,15 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
                                                    os.getpid(), done), daemon=True)
                  for w, s in enumerate(slices)]
         t0 = time.perf_counter()
-        for p in procs:
-            p.start()
-        _wait(procs, stop, done, progress)
+        with sigterm_as_ctrl_c():  # from before the first fork: no moment where SIGTERM ends the run silently
+            try:
+                for p in procs:
+                    p.start()
+                _wait(procs, stop, done, progress)
+            except BaseException:  # Ctrl-C, SIGTERM, an error of our own: no worker outlives the call
+                stop.value = 1
+                _end(procs)
+                raise
         seconds = time.perf_counter() - t0
         reports = [errors.get() for _ in range(len(procs)) if not errors.empty()]
         failed = [msg for kind, msg in reports if kind == "error"]
@@ -240,3 +232,7 @@ class HogwildBackend(ModelBackend):
 
     def epoch_extra(self) -> dict:
         return self._extra
+
+    def batch_bytes(self, K: int) -> int:
+        """Every worker's update at once: P processes on this machine."""
+        return self.workers * super().batch_bytes(K)

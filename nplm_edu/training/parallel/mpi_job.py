@@ -25,10 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import UserError
+from ...errors import one_line
 
 AGREE_SECONDS = 5.0  # how long a failing rank waits for the others to fail at the same point too
-OUT_OF_MEMORY = "out of memory: try a smaller --batch, model or corpus"
 
 
 def world():
@@ -59,12 +58,11 @@ def unlink_shared_memory_files(maps: str = "/proc/self/maps") -> list[str]:
 
 
 def exit_status(exc: BaseException) -> int:
-    """The command line's exit status for an error: 2 for bad input, a file or memory; 130 for Ctrl-C."""
+    """The command line's exit status for an error (:func:`~nplm_edu.errors.one_line`'s; 1 for a bug)."""
     if isinstance(exc, SystemExit):
-        return exc.code if isinstance(exc.code, int) else 1
-    if isinstance(exc, (UserError, OSError, MemoryError)):
-        return 2
-    return 130 if isinstance(exc, KeyboardInterrupt) else 1
+        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
+    said = one_line(exc)
+    return said[1] if said else 1
 
 
 def agree(comm, value: int, seconds: float = AGREE_SECONDS) -> int | None:
@@ -100,6 +98,7 @@ def abort_on_error(comm):
     except BaseException as exc:  # noqa: BLE001 -- any error on one rank must end every rank
         code = exit_status(exc)
         if code == 0:
+            side.Free()
             raise
         status = agree(side, code)
         if status is None:
@@ -113,15 +112,13 @@ def abort_on_error(comm):
 
 def _abort_alone(comm, exc: BaseException, code: int) -> None:
     """Say once on stderr why this rank failed alone, and MPI_Abort the job."""
-    rank = comm.Get_rank()
-    if isinstance(exc, UserError):
-        msg = f"error: {exc}\n"
-    elif isinstance(exc, MemoryError):
-        msg = f"error: {OUT_OF_MEMORY} (rank {rank})\n"
+    rank, said = comm.Get_rank(), one_line(exc)  # bad input, a file (a full disk on rank 0), memory, Ctrl-C
+    if said is None:
+        msg = f"[rank {rank}] {type(exc).__name__}: {exc}\n" + traceback.format_exc()
     elif isinstance(exc, KeyboardInterrupt):
         msg = "interrupted (the last checkpoint is the end of the last finished epoch)\n"
     else:
-        msg = f"[rank {rank}] {type(exc).__name__}: {exc}\n" + traceback.format_exc()
+        msg = f"{said[0]} (rank {rank})\n"
     sys.stderr.flush()
     os.write(2, msg.encode(errors="replace"))  # one write: mpiexec forwards it before the job is torn down
     time.sleep(0.5)

@@ -277,12 +277,12 @@ class OutputBlockBackend(ModelBackend):
     """The output-block algorithm as a backend of :func:`nplm_edu.training.trainer.train`: every rank
     runs the same loop (same order, same learning rates); rank 0 writes the history and checkpoints.
 
-    Checkpoints are written at the end of every epoch only (the ranks cannot agree on a moment inside
-    an epoch without another collective), so Ctrl-C and timed checkpoints are not offered; resume
-    continues from the last finished epoch."""
+    Checkpoints are written at the end of every epoch only, so there are no timed checkpoints; Ctrl-C
+    or SIGTERM on any rank stops every rank after the same update (:meth:`stop_requested` agrees on
+    it every ``STOP_CHECK_EVERY`` updates), keeping the last epoch's checkpoint, from which resume
+    continues."""
 
     interruptible = False
-    whole_output = False  # each rank holds the scores of its block of words only
     stops_together = True  # Ctrl-C or SIGTERM on any rank: every rank stops after the same update
     STOP_CHECK_EVERY = 16  # updates between two agreements on that (one Allreduce of one number)
 
@@ -304,6 +304,12 @@ class OutputBlockBackend(ModelBackend):
 
     def update(self, contexts, targets, lr: float) -> float:
         return self.sgd.step(contexts, targets, lr=lr)
+
+    def batch_bytes(self, K: int) -> int:
+        """This rank's share (the lower bound a rank on its own machine needs): the scores of its block
+        of words (K, B) and [a x] (K, h + (n-1)m) with its gradient and tanh', as the buffers of the step."""
+        s = self.sgd
+        return K * ((s.stop - s.start) + 3 * (s.h + s.nm)) * np.dtype(s.dtype).itemsize
 
     def stop_requested(self, flag: bool) -> bool:
         """Whether any rank has been asked to stop (its ``flag``), agreed every STOP_CHECK_EVERY calls:
