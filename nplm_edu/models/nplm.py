@@ -39,6 +39,12 @@ DECAYED = ("C", "H", "U", "W")  # weight decay applies to these, never to the bi
 DTYPES = ("float32", "float64")  # the floating-point types a model computes in
 
 
+def check_dtype(dtype: str) -> None:
+    """One of ``DTYPES``, else one clear UserError."""
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype must be {' or '.join(DTYPES)}, got {dtype!r}")
+
+
 @dataclass
 class NPLMConfig:
     """Shape of the model (section 2): vocabulary size |V|, order n (n-1 context words),
@@ -63,8 +69,7 @@ class NPLMConfig:
             raise UserError(f"--h (hidden units) must be >= 0, got {self.h}")
         if self.h == 0 and not self.direct:
             raise UserError("--h 0 needs --direct (without direct connections the model ignores the context)")
-        if self.dtype not in DTYPES:
-            raise UserError(f"--dtype must be {' or '.join(DTYPES)}, got {self.dtype!r}")
+        check_dtype(self.dtype)
         check_seed(self.seed, option("seed"))
 
 

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import UserError, a_model, check_seed, option
+from .nplm import check_dtype
 from .output import FullSoftmax, OutputLayer
 
 CELLS = ("rnn", "lstm")
@@ -70,8 +71,7 @@ class RecurrentConfig:
         for name in ("m", "h"):
             if getattr(self, name) < 1:
                 raise UserError(f"{option(name)} must be at least 1, got {getattr(self, name)}")
-        if self.dtype not in ("float32", "float64"):
-            raise UserError(f"--dtype must be float32 or float64, got {self.dtype!r}")
+        check_dtype(self.dtype)
         check_seed(self.seed, option("seed"))
 
 
