@@ -34,7 +34,7 @@ def test_quick_pipeline_rows_ratios_and_resume(tmp_path):
         assert r["epochs"] == 1 and 1 < r["test_ppl"] < doc["V"] and r["train_examples_per_s"] > 0
         assert r["ppl_ratio_vs_full"] == pytest.approx(r["test_ppl"] / rows["full"]["test_ppl"], rel=1e-3)
         assert r["speedup_vs_full"] == pytest.approx(r["train_examples_per_s"] / rows["full"]["train_examples_per_s"],
-                                                     rel=1e-2)
+                                                     abs=0.005 + 1e-9)  # the file rounds ratios to 2 decimals
     assert rows["full"]["speedup_vs_full"] == 1.0
     assert rows["class-frequency"]["layer"]["n_classes"] == round(math.sqrt(doc["V"]))
     assert rows["tree-huffman"]["layer"]["mean_depth"] < rows["tree-huffman"]["layer"]["max_depth"]

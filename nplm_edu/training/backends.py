@@ -53,9 +53,9 @@ class ModelBackend:
         the processes of this machine (0 when the model cannot say)."""
         return self.model.batch_bytes(K) if hasattr(self.model, "batch_bytes") else 0
 
-    def stop_requested(self, flag: bool) -> bool:
+    def stop_requested(self, flag: bool, now: bool = False) -> bool:
         """Whether to stop now, given this process's Ctrl-C / SIGTERM flag (called after every update
-        when ``stops_together``)."""
+        when ``stops_together``, and with ``now`` at the end of every epoch)."""
         return flag
 
 

@@ -334,6 +334,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             write_history()
             if on_epoch is not None:
                 on_epoch(history)
+            more = state.epoch < config.epochs and not state.done and not limit_hit
+            if more and backend.stops_together and backend.stop_requested(stop.flag, now=True):
+                raise KeyboardInterrupt  # Ctrl-C since the last agreement (in validation, say): this epoch is saved
     if best is not None:
         backend.load(best)  # early stopping: keep the best parameters
     history.update(best_valid_ppl=state.best_valid, best_epoch=state.best_epoch, updates=state.step,

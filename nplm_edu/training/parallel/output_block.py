@@ -311,11 +311,12 @@ class OutputBlockBackend(ModelBackend):
         s = self.sgd
         return K * ((s.stop - s.start) + 3 * (s.h + s.nm)) * np.dtype(s.dtype).itemsize
 
-    def stop_requested(self, flag: bool) -> bool:
-        """Whether any rank has been asked to stop (its ``flag``), agreed every STOP_CHECK_EVERY calls:
-        collective, every rank calls it after every update and gets the same answer at the same update."""
+    def stop_requested(self, flag: bool, now: bool = False) -> bool:
+        """Whether any rank has been asked to stop (its ``flag``), agreed every STOP_CHECK_EVERY calls
+        and whenever ``now`` (the end of an epoch): collective, every rank calls it at the same points
+        (after every update, at every epoch's end) and gets the same answer there."""
         self._calls += 1
-        if self._calls % self.STOP_CHECK_EVERY:
+        if self._calls % self.STOP_CHECK_EVERY and not now:
             return False
         self._stop[0] = float(flag)
         self.sgd._allreduce(self._stop, "MAX")
