@@ -31,6 +31,7 @@ from ..data.vocab import PARAGRAPH
 from ..errors import UserError, a_model
 from ..models.rnn import DECAYED, RecurrentConfig
 from ..numerics.recurrent import recurrent_model
+from .backends import ModelBackend
 from .checkpoint import TrainState, build_from_meta, load_checkpoint, set_params
 from .clip import check_clip, clip_grad_norm, sgd_step
 from .optim import dropout_mask
@@ -110,15 +111,13 @@ class StreamBatches:
         return (X, Y, resets, j == 0), X.size
 
 
-class StreamBackend:
-    """One process training a recurrent model on the stream (see the module docstring)."""
-
-    writer = True
-    interruptible = True
-    stops_together = False
+class StreamBackend(ModelBackend):
+    """One process training a recurrent model on the stream (see the module docstring); the
+    parameters, checkpoint hooks and flags of :class:`~nplm_edu.training.backends.ModelBackend`."""
 
     def __init__(self, model, config, stream: StreamConfig | None = None):
-        self.model, self.config, self.stream = model, config, stream or StreamConfig()
+        super().__init__(model)
+        self.config, self.stream = config, stream or StreamConfig()
         self.stream.validate()
         if config.batch < 1:
             raise UserError(f"--batch (B, the parallel streams) must be at least 1, got {config.batch}")
@@ -175,12 +174,6 @@ class StreamBackend:
         out = self.model.perplexity(inputs, targets)
         self.valid_seconds = time.monotonic() - t0
         return out
-
-    def params(self) -> dict:
-        return self.model.params
-
-    def load(self, params: dict) -> None:
-        set_params(self.model, params)
 
     def _settings(self) -> np.ndarray:
         return np.array([self.stream.T, self.stream.clip, float(self.stream.reset_at_paragraph)])
