@@ -48,7 +48,8 @@ def paper_output_share(V=17964, n=6, m=100, h=60) -> float:
 def worker(K: int, updates: int, dtype: str) -> None:
     """One rank of a timed run (started by main, alone or under mpiexec); rank 0 prints JSON."""
     from nplm_edu.models.nplm import NPLM, NPLMConfig
-    from nplm_edu.training.parallel.output_block import OutputBlockSGD, world
+    from nplm_edu.training.parallel.mpi_job import world
+    from nplm_edu.training.parallel.output_block import OutputBlockSGD
 
     comm = world() if "PMI_RANK" in os.environ or "PMI_SIZE" in os.environ else None
     cfg = NPLMConfig(**MLP1, dtype=dtype, seed=0)

@@ -11,7 +11,8 @@ import numpy as np
 
 from nplm_edu.models.nplm import NPLM, NPLMConfig
 from nplm_edu.training.optim import sgd_step
-from nplm_edu.training.parallel.output_block import OutputBlockSGD, abort_on_error, world
+from nplm_edu.training.parallel.mpi_job import abort_on_error, world
+from nplm_edu.training.parallel.output_block import OutputBlockSGD
 
 LR, R, WD = 0.05, 1e-3, 1e-3  # large enough that N updates move every parameter visibly
 CASES = [  # |V|, n, m, h, direct, K

@@ -11,7 +11,8 @@ from contextlib import nullcontext
 import numpy as np
 
 from nplm_edu.models.nplm import NPLM, NPLMConfig
-from nplm_edu.training.parallel.output_block import OutputBlockSGD, abort_on_error, world
+from nplm_edu.training.parallel.mpi_job import abort_on_error, world
+from nplm_edu.training.parallel.output_block import OutputBlockSGD
 
 MESSAGE = "rank 1 failed on purpose at update 3"
 

@@ -45,7 +45,6 @@ from ...progress import progress_bar
 from ..checkpoint import set_params
 from ..optim import learning_rate
 from ..backends import ModelBackend
-from .mpi_job import abort_on_error, world  # noqa: F401 -- how the command line and scripts start and end a job
 
 
 def block_range(V: int, M: int, i: int) -> tuple[int, int]:
