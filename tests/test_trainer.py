@@ -88,6 +88,7 @@ def test_a_batch_beyond_the_memory_available_is_refused_before_training(tmp_path
     # |V| + 3 (h + (n-1) m) = 47 + 3 (2000 + 120) = 6,407 float32 numbers: 23,996 x 6,407 x 4 B = 0.57 GiB
     assert len(err) == 1 and err[0].startswith("error: one update on a batch of 23,996 examples needs at least "
                                                "0.6 GiB of memory and 0.0 GiB are available"), err
+    assert not (tmp_path / "b").exists()  # the folder the output check made is gone with the refused run
 
 
 def test_each_backend_counts_the_memory_of_its_processes():
