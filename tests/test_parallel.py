@@ -486,6 +486,7 @@ def test_hogwild_killed_worker_ends_the_run_at_once_in_one_line(tmp_path):
     assert proc.returncode == 2, err
     assert err.strip().splitlines() == [err.strip()] and err.startswith("error: a hogwild worker failed"), err
     assert "SIGKILL" in err and "Traceback" not in err
+    assert err.strip().endswith("(no checkpoint was written yet)")  # killed in epoch 1: says what survives
     assert not any(_alive(w) for w in workers)
 
 

@@ -222,13 +222,15 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                     "state": asdict(state)}
             save_checkpoint(ckpt, params, meta, best, backend.extra_arrays())
 
+    def kept() -> str:  # what an error message says survives of the run
+        return (f" (the last good checkpoint is kept in {ckpt})" if ckpt is not None and ckpt.exists()
+                else " (no checkpoint was written yet)" if ckpt is not None else "")
+
     def diverged(what: str, at: str | None = None, detail: str = ""):
         bar.close()
         write_history()
-        where = (f" (the last good checkpoint is kept in {ckpt})" if ckpt is not None and ckpt.exists()
-                 else " (no checkpoint was written yet)" if ckpt is not None else "")
-        return TrainingDiverged(f"{what} at {at or f'update {state.step}'} of epoch {state.epoch + 1}{detail}{where}; "
-                                "try a smaller learning rate")
+        return TrainingDiverged(f"{what} at {at or f'update {state.step}'} of epoch {state.epoch + 1}{detail}"
+                                f"{kept()}; try a smaller learning rate")
 
     K, n_batches = config.batch, plan.n_batches
     last_save = time.monotonic()
@@ -256,6 +258,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                         if not hasattr(e, "report"):
                             raise
                         raise diverged(*e.report) from None
+                    except UserError as e:  # a worker failed (killed, crashed): say what the run keeps
+                        raise UserError(f"{e}{kept()}") from None
                     if exploded(loss, V):
                         raise diverged(f"the training loss became {loss:.4g}")
                     state.step += updates
