@@ -144,7 +144,10 @@ def test_bad_class_ngram_options(args, needle):
 @pytest.mark.parametrize("args,needle", [
     (["--model", "kn", "--seed", "-1"], "--seed is for --model class only"),  # was silently ignored
     (["--model", "interp", "--classes", "5", "--seed", "2"], "--classes and --seed are for --model class only"),
-    (["--model", "class", "--classes", "5", "--em-iterations", "-1"], "--em-iterations must be 0 or more"),
+    (["--model", "interp", "--em-iterations", "-1"], "--em-iterations must be 0 or more"),
+    (["--model", "class", "--classes", "5", "--em-iterations", "3"], "--em-iterations is for --model interp only"),
+    (["--model", "kn", "--seed", "1", "--em-iterations", "3"],
+     "--seed is for --model class only; --em-iterations is for --model interp only"),
 ])
 def test_ngram_options_of_another_model_or_out_of_range_are_refused(args, needle):
     assert_user_error(run("ngram", "--quiet", *args, check_ok=False), needle)

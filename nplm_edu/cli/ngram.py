@@ -16,13 +16,20 @@ from ..models.ngram.build import MODELS, build_model, evaluate
 from .corpus import add_corpus_args, corpus_from_args
 
 
+# the options of one model only (default None: given or not is known), refused with any other model
+MODEL_OPTIONS = {"classes": "class", "seed": "class", "em_iterations": "interp"}
+
+
 def _check_options(args) -> None:
     """Before any work: options of another model are refused (not silently ignored), counts checked."""
-    if args.model != "class":
-        given = [flag for flag, value in (("--classes", args.classes), ("--seed", args.seed)) if value is not None]
-        if given:
-            raise UserError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for --model class only")
-    if args.em_iterations < 0:
+    wrong: dict[str, list[str]] = {}  # model -> its options given with another model
+    for name, owner in MODEL_OPTIONS.items():
+        if getattr(args, name) is not None and args.model != owner:
+            wrong.setdefault(owner, []).append("--" + name.replace("_", "-"))
+    if wrong:
+        raise UserError("; ".join(f"{' and '.join(flags)} {'is' if len(flags) == 1 else 'are'} for --model {owner} only"
+                                  for owner, flags in wrong.items()))
+    if args.em_iterations is not None and args.em_iterations < 0:
         raise UserError(f"--em-iterations must be 0 or more, got {args.em_iterations}")
 
 
@@ -33,7 +40,8 @@ def _cmd_ngram(args) -> int:
     corpus = corpus_from_args(args)
     order = args.order if args.order is not None else 3 if args.model in ("interp", "class") else 5
     model = build_model(args.model, order, corpus.V, args.classes, args.passes, args.seed, args.quiet)
-    res = evaluate(model, corpus, args.model, em_iterations=args.em_iterations, progress=not args.quiet)
+    em = {} if args.em_iterations is None else {"em_iterations": args.em_iterations}  # else evaluate's default
+    res = evaluate(model, corpus, args.model, progress=not args.quiet, **em)
     res["corpus"] = corpus.name
     label = {"mle": "maximum likelihood", "interp": "deleted interpolation", "kn": "modified Kneser-Ney",
              "class": f"class-based ({args.classes} classes), Kneser-Ney on classes"}[args.model]
@@ -66,7 +74,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--passes", type=int, default=3, help="exchange-algorithm passes (--model class, default 3)")
     p.add_argument("--seed", type=int, default=None,
                    help="random initial classes (default: frequency round-robin, no randomness)")
-    p.add_argument("--em-iterations", type=int, default=5, help="EM iterations (--model interp, default 5)")
+    p.add_argument("--em-iterations", type=int, default=None, help="EM iterations (--model interp only; default 5)")
     p.add_argument("--json", metavar="PATH", default=None, help="also write the results as JSON ('-': stdout)")
     p.add_argument("--quiet", action="store_true", help="no progress bars, no EM log")
     p.set_defaults(func=_cmd_ngram)

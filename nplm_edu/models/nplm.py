@@ -99,12 +99,14 @@ class NPLM(LanguageModel):
         """Free parameters: |V|(1 + (n-1)m + h) + h(1 + (n-1)m) + |V|m with direct connections (section 2)."""
         return int(sum(p.size for name, p in self.params.items() if not (self.tied and name == "U")))
 
-    def batch_bytes(self, K: int) -> int:
+    def batch_bytes(self, K: int, outputs: int | None = None) -> int:
         """A lower bound on the memory one update on K examples holds beside the parameters: the
-        scores y (K, |V|) of the full softmax, and [a x] (K, h + (n-1)m) with its gradient and tanh'."""
+        scores y (K, outputs) (default: all |V| of the full softmax, none counted for another output
+        layer), and [a x] (K, h + (n-1)m) with its gradient and tanh'."""
         cfg = self.config
-        scores = cfg.V if isinstance(self.output, FullSoftmax) else 0
-        return K * (scores + 3 * (cfg.h + (cfg.n - 1) * cfg.m)) * np.dtype(cfg.dtype).itemsize
+        if outputs is None:
+            outputs = cfg.V if isinstance(self.output, FullSoftmax) else 0
+        return K * (outputs + 3 * (cfg.h + (cfg.n - 1) * cfg.m)) * np.dtype(cfg.dtype).itemsize
 
     def config_dict(self) -> dict:
         return asdict(self.config)

@@ -174,9 +174,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     plan = (backend.batches(corpus_or_windows, config) if hasattr(backend, "batches")
             else WindowBatches(corpus_or_windows, model.order, config))
     valid, per_epoch, V = plan.valid, plan.per_epoch, model.V
-    first = min(config.batch, per_epoch)  # the largest batch an update meets
-    if hasattr(backend, "batch_bytes"):  # checked before the first update, not once the system runs out
-        check_memory(backend.batch_bytes(first), f"one update on a batch of {first:,} examples")
+    first = min(config.batch, per_epoch)  # the largest batch an update meets, checked before the first
+    check_memory(backend.batch_bytes(first), f"one update on a batch of {first:,} examples")  # not once out
     fingerprint = data_fingerprint(V, *plan.fingerprint)
     out = Path(out_dir) if out_dir is not None and backend.writer else None
     ckpt = out / "checkpoint.npz" if out is not None else None
@@ -283,7 +282,6 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                     if not quiet and (j % 20 == 0 or j == n_batches - 1):
                         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.3g}", refresh=False)
                     if backend.stops_together and backend.stop_requested(stop.flag):
-                        bar.close()
                         write_history()
                         raise KeyboardInterrupt  # on every rank at once: no checkpoint inside the epoch
                     interrupted = stop.flag
@@ -298,7 +296,6 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                         checkpoint()
                         last_save = time.monotonic()
                         if interrupted:
-                            bar.close()
                             write_history()
                             raise KeyboardInterrupt
             finally:

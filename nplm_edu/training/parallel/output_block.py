@@ -305,10 +305,9 @@ class OutputBlockBackend(ModelBackend):
         return self.sgd.step(contexts, targets, lr=lr)
 
     def batch_bytes(self, K: int) -> int:
-        """This rank's share (the lower bound a rank on its own machine needs): the scores of its block
-        of words (K, B) and [a x] (K, h + (n-1)m) with its gradient and tanh', as the buffers of the step."""
-        s = self.sgd
-        return K * ((s.stop - s.start) + 3 * (s.h + s.nm)) * np.dtype(s.dtype).itemsize
+        """This rank's share (the lower bound a rank on its own machine needs): the model's, with the
+        scores of its block of words only."""
+        return self.model.batch_bytes(K, outputs=self.sgd.stop - self.sgd.start)
 
     def stop_requested(self, flag: bool, now: bool = False) -> bool:
         """Whether any rank has been asked to stop (its ``flag``), agreed every STOP_CHECK_EVERY calls
