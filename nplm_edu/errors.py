@@ -24,7 +24,7 @@ def one_line(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, MemoryError):
         return f"error: {OUT_OF_MEMORY}", 2
     if isinstance(exc, KeyboardInterrupt):
-        return "interrupted", 130
+        return (f"interrupted ({exc})" if str(exc) else "interrupted"), 130  # with what the run keeps, if known
     return None
 
 

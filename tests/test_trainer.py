@@ -108,6 +108,19 @@ def test_each_backend_counts_the_memory_of_its_processes():
     assert OutputBlockBackend(model, config).batch_bytes(64) == one  # one rank owns every output unit
 
 
+def test_output_blocks_agree_to_stop_every_few_updates_or_when_asked_now():
+    """Rank 0 of 1: the flag is seen at the STOP_CHECK_EVERY-th call and at any call with ``now``, not
+    between (the ranks agree only at those calls, all at the same ones)."""
+    from nplm_edu.training.parallel.output_block import OutputBlockBackend
+
+    corpus = load_corpus("synthetic")
+    backend = OutputBlockBackend(FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=5, h=8, seed=0)), TrainConfig(batch=64))
+    every = backend.STOP_CHECK_EVERY
+    assert [backend.stop_requested(True) for _ in range(every)] == [False] * (every - 1) + [True]
+    assert backend.stop_requested(True, now=True) and not backend.stop_requested(False, now=True)
+    assert backend.sgd.any_rank(True) and not backend.sgd.any_rank(False)
+
+
 def test_an_error_inside_an_epoch_closes_its_progress_bar_first(monkeypatch):
     """The error's one line must not be glued to the bar: the epoch's bar is closed (erased) before any
     error leaves the loop, not only before a divergence."""

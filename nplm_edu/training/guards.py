@@ -37,6 +37,18 @@ def sigterm_as_ctrl_c():
         signal.signal(signal.SIGTERM, signal.SIG_DFL if old is None else old)
 
 
+@contextmanager
+def interruption_says(explain):
+    """Inside, a bare KeyboardInterrupt (Ctrl-C, or SIGTERM taken as one) leaves as ``explain()``: the
+    same interruption, its message saying what the run keeps."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if exc.args:
+            raise
+        raise explain() from None
+
+
 class Interrupt:
     """Turn Ctrl-C and SIGTERM into a flag checked between updates (``enabled=False``: leave them alone)."""
 

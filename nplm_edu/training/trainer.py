@@ -34,7 +34,7 @@ from ..models.nplm import PARAM_NAMES
 from .checkpoint import (TrainingDiverged, TrainState, check_writable, data_fingerprint, load_checkpoint,
                          remove_stale_temporaries, save_checkpoint)
 from .backends import ModelBackend, SerialBackend
-from .guards import Interrupt, check_memory, exploded, safe_exp, sigterm_as_ctrl_c
+from .guards import Interrupt, check_memory, exploded, interruption_says, safe_exp, sigterm_as_ctrl_c
 from .optim import learning_rate
 
 __all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "WindowBatches", "train",
@@ -225,6 +225,15 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         return (f" (the last good checkpoint is kept in {ckpt})" if ckpt is not None and ckpt.exists()
                 else " (no checkpoint was written yet)" if ckpt is not None else "")
 
+    def stopped(saved_now: bool) -> KeyboardInterrupt:  # Ctrl-C or SIGTERM: the history written, and
+        write_history()  # what the one line says is kept
+        if ckpt is None:
+            return KeyboardInterrupt()
+        if saved_now:
+            return KeyboardInterrupt(f"saved in {ckpt}; resume continues from there")
+        return KeyboardInterrupt(f"the checkpoint of the last finished epoch is kept in {ckpt}" if ckpt.exists()
+                                 else "no checkpoint was written yet")
+
     def diverged(what: str, at: str | None = None, detail: str = ""):
         bar.close()
         write_history()
@@ -236,7 +245,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     limit_hit = False
     flagged = backend.interruptible or backend.stops_together  # Ctrl-C and SIGTERM: a flag read between updates
     errstate = np.errstate(over="ignore", invalid="ignore", divide="ignore")
-    with Interrupt(flagged) as stop, (nullcontext() if flagged else sigterm_as_ctrl_c()), errstate:
+    with Interrupt(flagged) as stop, (nullcontext() if flagged else sigterm_as_ctrl_c()), errstate, \
+            interruption_says(lambda: stopped(False)):
         while state.epoch < config.epochs and not state.done and not limit_hit:
             rng.bit_generator.state = state.rng_state  # the order of this epoch, also after resume
             order = plan.order(rng)
@@ -282,8 +292,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                     if not quiet and (j % 20 == 0 or j == n_batches - 1):
                         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.3g}", refresh=False)
                     if backend.stops_together and backend.stop_requested(stop.flag):
-                        write_history()
-                        raise KeyboardInterrupt  # on every rank at once: no checkpoint inside the epoch
+                        raise stopped(False)  # on every rank at once: no checkpoint inside the epoch
                     interrupted = stop.flag
                     try:
                         if callback is not None and state.step % callback_every == 0:
@@ -296,8 +305,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                         checkpoint()
                         last_save = time.monotonic()
                         if interrupted:
-                            write_history()
-                            raise KeyboardInterrupt
+                            raise stopped(True)
             finally:
                 bar.close()
             if limit_hit and state.batch_in_epoch < n_batches and not hasattr(backend, "run_epoch"):
@@ -337,7 +345,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                 on_epoch(history)
             more = state.epoch < config.epochs and not state.done and not limit_hit
             if more and backend.stops_together and backend.stop_requested(stop.flag, now=True):
-                raise KeyboardInterrupt  # Ctrl-C since the last agreement (in validation, say): this epoch is saved
+                raise stopped(False)  # Ctrl-C since the last agreement (in validation, say): this epoch is saved
     if best is not None:
         backend.load(best)  # early stopping: keep the best parameters
     history.update(best_valid_ppl=state.best_valid, best_epoch=state.best_epoch, updates=state.step,

@@ -116,7 +116,7 @@ def _abort_alone(comm, exc: BaseException, code: int) -> None:
     if said is None:
         msg = f"[rank {rank}] {type(exc).__name__}: {exc}\n" + traceback.format_exc()
     elif isinstance(exc, KeyboardInterrupt):
-        msg = "interrupted (the last checkpoint is the end of the last finished epoch)\n"
+        msg = f"{said[0]}\n" if str(exc) else "interrupted (the last checkpoint is the end of the last finished epoch)\n"
     else:
         msg = f"{said[0]} (rank {rank})\n"
     sys.stderr.flush()

@@ -110,6 +110,7 @@ class OutputBlockSGD:
         self.S = np.empty(K, dt)  # sums of exponentials                 (K,)
         self.g = np.empty((K, self.h + self.nm + 1), dt)  # [dL/da dL/dx | y_wt - Q]  (K, h + (n-1)m + 1)
         self.yt = np.empty(K, dt)  # y_wt - Q alone (evaluation)           (K,)
+        self._flag = np.zeros(1)  # one rank's yes/no, for any_rank        (1,)
 
     def _allreduce(self, buf: np.ndarray, op: str) -> None:
         """In-place Allreduce of a contiguous numpy array; its time goes to timers["comm"]."""
@@ -240,6 +241,12 @@ class OutputBlockSGD:
             ok &= bool(np.array_equal(ref, self.state[name]))
         return bool(self.comm.allreduce(ok, op=self._MPI.LAND))
 
+    def any_rank(self, flag: bool) -> bool:
+        """Whether ``flag`` is true on any rank: collective, one Allreduce of one number (preallocated)."""
+        self._flag[0] = float(flag)
+        self._allreduce(self._flag, "MAX")
+        return bool(self._flag[0])
+
     def split_times(self) -> dict:
         """Seconds in Allreduce ("comm") and the rest of step ("compute"), and the comm share."""
         total, comm, block = self.timers["total"], self.timers["comm"], self.timers["block"]
@@ -292,7 +299,6 @@ class OutputBlockBackend(ModelBackend):
         self.config, self.comm = config, comm
         self._build(model.params)
         self.writer = self.sgd.rank == 0
-        self._stop = np.zeros(1)
         self._calls = 0
 
     def _build(self, params: dict) -> None:
@@ -316,9 +322,7 @@ class OutputBlockBackend(ModelBackend):
         self._calls += 1
         if self._calls % self.STOP_CHECK_EVERY and not now:
             return False
-        self._stop[0] = float(flag)
-        self.sgd._allreduce(self._stop, "MAX")
-        return bool(self._stop[0])
+        return self.sgd.any_rank(flag)
 
     def perplexity(self, contexts, targets) -> float:
         return self.sgd.perplexity(contexts, targets)
