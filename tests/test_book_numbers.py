@@ -70,6 +70,11 @@ def gather_ns(R, tokens):  # one random gather of the training tokens at one cor
     return 1e9 * kn["gather_seconds"] / kn["train_tokens"]
 
 
+def last_two_epochs(R, model):  # % change of the validation perplexity over a run's last two epochs
+    v = [e["valid_ppl"] for e in R(f"recurrent/rows[model={model}]/history")]
+    return 100 * (1 - v[-1] / v[-3])
+
+
 def lmplz_cpu(R, tokens):  # CPU seconds of KenLM's lmplz -o 5 at one corpus size
     return R(f"scale/rows[tokens_nominal={tokens}]/lmplz/cpu_seconds")
 
@@ -394,6 +399,8 @@ FIGURES = [
      "recurrent/rows[model=lstm]/test_by_distance[bin=1]/lstm", ".1f"),
     ("11_recurrent", rf"perplexity of [\d.]+ against {N} when reset",
      "recurrent/rows[model=lstm]/test_by_distance[bin=1]/lstm_reset", ".1f"),
+    ("11_recurrent", rf"together, the Elman network's by {N}%", lambda R: last_two_epochs(R, "rnn"), ".2f"),
+    ("11_recurrent", rf"and the LSTM's by {N}%\)", lambda R: last_two_epochs(R, "lstm"), ".2f"),
     ("11_recurrent", rf"the Elman network {N} and the LSTM", "recurrent/rows[model=rnn]/test_over_kn5", ".3f"),
     ("11_recurrent", rf"and the LSTM {N} of the", "recurrent/rows[model=lstm]/test_over_kn5", ".3f"),
     ("11_recurrent", rf"against {N} for the largest NPLM", "beyond/test_over_kn5/network", ".3f"),
