@@ -357,6 +357,29 @@ def test_hogwild_forks_its_workers_from_a_single_thread(quiet):
     assert len(counts) >= 4 and set(counts) == {1}  # 2 workers x 2 epochs, each forked from the main thread alone
 
 
+def test_hogwild_wait_survives_the_last_worker_ending_between_two_looks():
+    """A worker can end between two reads of its exit code (each read polls the process): waiting
+    must not assume that one seen running a moment ago still is (StopIteration failed a CI run)."""
+    from nplm_edu.training.parallel.hogwild import _wait
+
+    class Worker:  # running for its first `reads` looks, then ended with status 0
+        def __init__(self, reads):
+            self.reads, self.joins = reads, 0
+
+        @property
+        def exitcode(self):
+            self.reads -= 1
+            return None if self.reads >= 0 else 0
+
+        def join(self, timeout=None):
+            self.joins += 1
+
+    for reads in range(6):
+        workers, seen = [Worker(reads), Worker(reads + 1)], []
+        _wait(workers, stop=None, done=[3, 4], progress=seen.append)
+        assert seen[-1] == 7 and all(w.exitcode == 0 for w in workers)
+
+
 def test_hogwild_stops_when_the_loss_diverges():
     """A learning rate of 1e30 makes the shared parameters overflow after the first updates: every
     worker stops and train_hogwild raises TrainingDiverged (not a silent epoch of NaN updates), with

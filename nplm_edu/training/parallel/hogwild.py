@@ -109,10 +109,11 @@ def _wait(procs, stop, done, progress=None) -> None:
     """Wait for the workers, calling ``progress(examples done by all)`` as they go (every 50 ms
     and at the end); as soon as one ends abnormally (killed, crashed), stop the others at once
     instead of letting them finish their slices."""
-    while any(p.exitcode is None for p in procs):
-        if any(p.exitcode not in (None, 0) for p in procs):
+    while True:  # each exitcode read once a round: a worker may end between two reads
+        codes = [p.exitcode for p in procs]
+        if all(c is not None for c in codes) or any(c not in (None, 0) for c in codes):
             break
-        next(p for p in procs if p.exitcode is None).join(timeout=0.05)
+        procs[codes.index(None)].join(timeout=0.05)
         if progress is not None:
             progress(sum(done))
     if any(p.exitcode not in (None, 0) for p in procs):
