@@ -191,7 +191,7 @@ def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, 
     limit = 10 * np.log(20) + 10  # far above log |V| = 3.0, the uniform model's loss
     assert bad > 25 and all(np.asarray(losses[:bad]) <= limit) and not losses[bad] <= limit
     assert msg == (f"the training loss became {losses[bad]:.4g} at update {bad} of epoch 2 (the last good "
-                   f"checkpoint is kept in {out / 'checkpoint.npz'}); try a smaller learning rate")
+                   f"checkpoint, at the end of epoch 1, is kept in {out / 'checkpoint.npz'}); try a smaller learning rate")
     assert bad < 2 * 19  # stopped inside epoch 2: no further update, no epoch-2 validation or checkpoint
     saved = json.loads((out / "history.json").read_text())
     assert [e["epoch"] for e in saved["epochs"]] == [1]
@@ -204,6 +204,39 @@ def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, 
     for k in one_epoch.params:
         assert np.array_equal(params[k], one_epoch.params[k]), k
     assert model_from_checkpoint(out / "checkpoint.npz").perplexity(*data()[1]) < 20  # usable: below uniform
+
+
+def test_the_one_line_names_the_checkpoint_this_run_falls_back_on(tmp_path):
+    """Ctrl-C where nothing is saved inside an epoch (hogwild, MPI: a backend that is not
+    interruptible) names the checkpoint kept and where it stands; a fresh start over an earlier run's
+    checkpoint (what --force does) says none of its own was written, though that file is still there."""
+    from nplm_edu.training.backends import SerialBackend
+
+    class Uninterruptible(SerialBackend):  # Ctrl-C arrives as KeyboardInterrupt, as under hogwild
+        interruptible = False
+
+    cfg = TrainConfig(epochs=3, batch=32, lr=0.3, seed=5)  # 19 updates per epoch
+    model = new_model()
+    backend, calls = Uninterruptible(model, cfg), []
+    update = backend.update
+
+    def interrupted_in_epoch_2(*args):
+        calls.append(1)
+        if len(calls) == 25:
+            raise KeyboardInterrupt
+        return update(*args)
+
+    backend.update = interrupted_in_epoch_2
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt) as info:
+        train(model, data(), cfg, out_dir=out, quiet=True, backend=backend)
+    assert str(info.value) == (f"the checkpoint at the end of epoch 1 is kept in {out / 'checkpoint.npz'}; "
+                               "resume continues from there")
+    assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 19
+    with pytest.raises(TrainingDiverged, match=r"at update 1 of epoch 1 \(no checkpoint was written yet\)"), \
+            np.errstate(over="ignore", invalid="ignore"):
+        train(new_model(), data(), TrainConfig(epochs=1, batch=32, lr=1e30), out_dir=out, quiet=True)
+    assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 19  # the earlier run's, untouched
 
 
 def test_divergence_before_any_checkpoint_says_so(tmp_path):

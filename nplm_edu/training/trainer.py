@@ -157,6 +157,17 @@ class WindowBatches:
         return (self.ctx[idx], self.tgt[idx]), len(idx)
 
 
+def saved_at(state: TrainState) -> str:
+    """Where a checkpoint of ``state`` stands, as a message says it.
+
+    >>> saved_at(TrainState(epoch=2, batch_in_epoch=0, step=40)), saved_at(TrainState(epoch=2, batch_in_epoch=5, step=45))
+    ('at the end of epoch 2', 'at update 45, in epoch 3')
+    """
+    if state.batch_in_epoch == 0:
+        return f"at the end of epoch {state.epoch}"
+    return f"at update {state.step:,}, in epoch {state.epoch + 1}"
+
+
 # --------------------------------------------------------------------------- the loop
 def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: bool = False, callback=None,
           callback_every: int = 100, quiet: bool = False, backend=None, on_epoch=None, info: dict | None = None) -> dict:
@@ -206,6 +217,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         state = TrainState.from_meta(meta["state"])
         backend.load(params)
         backend.load_extra(extra, state)
+    # where the checkpoint this run can fall back on stands: the one it resumed from or last wrote (a
+    # file left by an earlier run that --force restarts is not it)
+    last_saved = saved_at(state) if resume and ckpt is not None else None
     history = {"model": asdict(model.config), "train": asdict(config), **({"parallel": info} if info else {}),
                "epochs": state.history}
 
@@ -220,10 +234,14 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             meta = {"kind": kind, "model": asdict(model.config), "train": asdict(config), "data": fingerprint,
                     "state": asdict(state)}
             save_checkpoint(ckpt, params, meta, best, backend.extra_arrays())
+            nonlocal last_saved
+            last_saved = saved_at(state)
 
     def kept() -> str:  # what an error message says survives of the run
-        return (f" (the last good checkpoint is kept in {ckpt})" if ckpt is not None and ckpt.exists()
-                else " (no checkpoint was written yet)" if ckpt is not None else "")
+        if ckpt is None:
+            return ""
+        return (f" (the last good checkpoint, {last_saved}, is kept in {ckpt})" if last_saved is not None
+                else " (no checkpoint was written yet)")
 
     def stopped(saved_now: bool) -> KeyboardInterrupt:  # Ctrl-C or SIGTERM: the history written, and
         write_history()  # what the one line says is kept
@@ -231,8 +249,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             return KeyboardInterrupt()
         if saved_now:
             return KeyboardInterrupt(f"saved in {ckpt}; resume continues from there")
-        return KeyboardInterrupt(f"the checkpoint of the last finished epoch is kept in {ckpt}" if ckpt.exists()
-                                 else "no checkpoint was written yet")
+        if last_saved is None:
+            return KeyboardInterrupt("no checkpoint was written yet")
+        return KeyboardInterrupt(f"the checkpoint {last_saved} is kept in {ckpt}; resume continues from there")
 
     def diverged(what: str, at: str | None = None, detail: str = ""):
         bar.close()
