@@ -480,7 +480,7 @@ def test_one_hogwild_speedup_is_said_for_both_variants_because_both_are_that():
 
 # what a printed output must not show a reader either: where our files happened to be, and commits
 IN_OUTPUTS = {"a commit hash": FORBIDDEN["a commit hash"],
-              "a path on the machine that ran it": re.compile(r"(?<![\w.])/(?:tmp|work|home|root)/\S*")}
+              "a path on the machine that ran it": re.compile(r"(?<![\w.])(?:/(?:tmp|work|home|root|mnt|Users)/|~/)\S*")}
 
 
 def output_texts(path: Path) -> list[tuple[int, str]]:
@@ -490,6 +490,7 @@ def output_texts(path: Path) -> list[tuple[int, str]]:
     for i, cell in enumerate(nb["cells"]):
         for o in cell.get("outputs", []):
             out += [(i, "".join(o["text"]))] if "text" in o else []
+            out += [(i, "\n".join([o.get("evalue", ""), *o.get("traceback", [])]))] if o["output_type"] == "error" else []
             out += [(i, "".join(o["data"][k])) for k in ("text/plain", "text/html", "text/markdown") if k in o.get("data", {})]
     return out
 

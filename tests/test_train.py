@@ -239,6 +239,25 @@ def test_the_one_line_names_the_checkpoint_this_run_falls_back_on(tmp_path):
     assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 19  # the earlier run's, untouched
 
 
+def test_a_ctrl_c_from_the_callback_stops_output_blocks_at_the_next_agreement(tmp_path):
+    """Under output blocks nothing is saved inside an epoch; a callback's KeyboardInterrupt (as Ctrl-C
+    in a notebook) stops the ranks at their next agreement, 16 updates in, not never."""
+    from nplm_edu.training.parallel.output_block import OutputBlockBackend
+
+    model, cfg = new_model(), TrainConfig(epochs=3, batch=32, lr=0.3, seed=5)  # 19 updates per epoch
+    backend, steps = OutputBlockBackend(model, cfg), []
+
+    def ctrl_c_at_3(step, _model):
+        steps.append(step)
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt, match=r"^no checkpoint was written yet$"):
+        train(model, data(), cfg, out_dir=tmp_path / "run", callback=ctrl_c_at_3, callback_every=1, quiet=True,
+              backend=backend)
+    assert steps[-1] == backend.STOP_CHECK_EVERY - 1  # agreed after update 16, before its callback
+
+
 def test_divergence_before_any_checkpoint_says_so(tmp_path):
     with pytest.raises(TrainingDiverged, match=r"at update 1 of epoch 1 \(no checkpoint was written yet\); try a "
                                                "smaller learning rate"), np.errstate(over="ignore", invalid="ignore"):

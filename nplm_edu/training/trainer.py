@@ -316,8 +316,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                     try:
                         if callback is not None and state.step % callback_every == 0:
                             callback(state.step, model)
-                    except KeyboardInterrupt:
-                        interrupted = True
+                    except KeyboardInterrupt:  # from the callback: as Ctrl-C (output blocks: at the next agreement)
+                        interrupted = stop.flag = True
                     if backend.interruptible and (interrupted or time.monotonic() - last_save
                                                   > 60 * config.checkpoint_every_minutes):
                         state.epoch_seconds = time.monotonic() - t_epoch
