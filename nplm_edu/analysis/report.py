@@ -1,0 +1,71 @@
+"""What a chapter shows of a results file: tables that fit the page, and the command that made it.
+
+Every heavy number of the book comes from a file in ``data/results/`` that records the command
+which wrote it (:mod:`nplm_edu.experiments.common`). A chapter prints that command so a reader can
+rerun it, as a reader would type it (:func:`readable_command`), and shows the numbers as HTML
+tables (:func:`show_table`; the book's stylesheet gives the class ``nplm-table`` its look), not as
+lines of text that wrap on a narrow page.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shlex
+from pathlib import Path
+
+SCRATCH = ("--runs-dir", "--tmp")  # options that only say where scratch files (checkpoints, sorts) went
+PROGRAMS = ("--lmplz",)  # options naming a program: its name is what a reader needs, not our path to it
+
+
+def readable_command(command: str) -> str:
+    """``command`` without its scratch locations, and with programs by name.
+
+    >>> readable_command("python -m nplm_edu reproduce central-claim --force --runs-dir /tmp/x/runs")
+    'python -m nplm_edu reproduce central-claim --force'
+    >>> readable_command("python benchmarks/bench_scale.py --lmplz /opt/kenlm/bin/lmplz --tmp /tmp/s --json a.json")
+    'python benchmarks/bench_scale.py --lmplz lmplz --json a.json'
+    """
+    words, out, skip = shlex.split(command), [], False
+    for i, word in enumerate(words):
+        if skip:
+            skip = False
+            continue
+        option, eq, value = word.partition("=")
+        if option in SCRATCH:
+            skip = not eq  # "--tmp DIR" drops two words, "--tmp=DIR" one
+            continue
+        if i and words[i - 1] in PROGRAMS:
+            word = Path(word).name
+        elif eq and option in PROGRAMS:
+            word = f"{option}={Path(value).name}"
+        out.append(word)
+    return shlex.join(out)
+
+
+def _row(cells, tag: str) -> str:
+    """One <tr>: a cell is text or (text, columns it spans); numbers (and blanks) are aligned right."""
+    out = ""
+    for cell in cells:
+        text, span = cell if isinstance(cell, tuple) else (cell, 1)
+        num = ' class="num"' if re.fullmatch(r"[-+x]?[\d,.]*%?", str(text)) else ""
+        out += f"<{tag}{num}{f' colspan={span}' if span > 1 else ''}>{html.escape(str(text))}</{tag}>"
+    return f"<tr>{out}</tr>"
+
+
+def table_html(body, head, caption: str = "") -> str:
+    """Rows ``body`` under header rows ``head`` as an HTML table that fits the page.
+
+    >>> table_html([["MLP1", "252.3"]], [["row", "test"]])
+    '<table class="nplm-table"><thead><tr><th>row</th><th>test</th></tr></thead><tbody><tr><td>MLP1</td><td class="num">252.3</td></tr></tbody></table>'
+    """
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return (f'<table class="nplm-table">{cap}<thead>{"".join(_row(r, "th") for r in head)}</thead>'
+            f'<tbody>{"".join(_row(r, "td") for r in body)}</tbody></table>')
+
+
+def show_table(body, head, caption: str = "") -> None:
+    """Display :func:`table_html` in a notebook."""
+    from IPython.display import HTML, display
+
+    display(HTML(table_html(body, head, caption)))
