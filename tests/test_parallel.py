@@ -292,10 +292,16 @@ def test_mpi_ctrl_c_ends_every_rank_cleanly(tmp_path, no_leaked_mpich_shm):
     proc = subprocess.Popen([str(MPIEXEC), "-n", "2", sys.executable, *long_run], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline, seen = time.monotonic() + 60, ""
-    while "output blocks over" not in seen and time.monotonic() < deadline:  # rank 0's line before train()
-        if select.select([proc.stdout], [], [], 1.0)[0]:
-            seen += proc.stdout.readline()
+    # rank 0's line just before train(), read from the pipe itself: a buffered readline() can take two
+    # lines from the pipe at once and keep the second, while select() then waits for more bytes, which
+    # come only at the end of epoch 1 (a CI run saw the line 45 s late, Ctrl-C came in epoch 2)
+    deadline, seen, fd = time.monotonic() + 60, "", proc.stdout.fileno()
+    while "output blocks over" not in seen and time.monotonic() < deadline:
+        if select.select([fd], [], [], 1.0)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            seen += chunk.decode(errors="replace")
     assert "output blocks over" in seen, seen
     time.sleep(1.5)  # train() sets its Ctrl-C handler at once; an epoch of 320,000 updates takes far longer
     assert proc.poll() is None, proc.communicate()[1]
