@@ -478,6 +478,18 @@ def test_one_hogwild_speedup_is_said_for_both_variants_because_both_are_that():
     assert max(ratios) - min(ratios) <= 0.02 and all(abs(r - sum(ratios) / 2) <= 0.01 for r in ratios), ratios
 
 
+def test_chapter_8_arithmetic_rates_are_as_its_exercise_says():
+    """ex-results-3: 2|V|D flops per pass, three passes per training example and one per validation
+    example, over each row's fastest epoch: the three rows of largest D near 110 GFLOP/s, MLP7 and
+    MLP9 near 90."""
+    rows, V, T = R("table1/rows"), R("table1/V"), R("table1/tokens")
+    D = {"MLP1": 50 + 4 * 60, "MLP3": 0 + 4 * 60, "MLP5": 50 + 4 * 30, "MLP7": 50 + 2 * 30, "MLP9": 100}
+    rate = {r: 2 * V * d * (3 * T["train"] + T["valid"]) / min(e["seconds"] for e in rows[r]["history"]) / 1e9
+            for r, d in D.items()}
+    assert all(100 <= rate[r] <= 120 for r in ("MLP1", "MLP3", "MLP5")), rate
+    assert all(80 <= rate[r] < 100 for r in ("MLP7", "MLP9")), rate
+
+
 # what a printed output must not show a reader either: where our files happened to be, and commits
 IN_OUTPUTS = {"a commit hash": FORBIDDEN["a commit hash"],
               "a path on the machine that ran it": re.compile(r"(?<![\w.])(?:/(?:tmp|work|home|root|mnt|Users)/|~/)\S*")}

@@ -10,6 +10,7 @@ def test_readable_command_drops_scratch_places_and_names_programs():
         "python b.py --lmplz=lmplz --sizes 1e6"
     assert readable_command("python -m nplm_edu train --out 'my runs/x'") == "python -m nplm_edu train --out 'my runs/x'"
     assert readable_command("python -m nplm_edu corpus info") == "python -m nplm_edu corpus info"
+    assert readable_command("python b.py --json it's.json") == 'python b.py --json \'it\'"\'"\'s.json\''  # unbalanced: words
 
 
 def test_tables_escape_text_span_headers_and_align_numbers():

@@ -103,7 +103,8 @@ def test_resume_after_interruption_mid_epoch(tmp_path):
         if step == 25:  # epoch 2, batch 6 of 19
             raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
+    cut = tmp_path / "cut" / "checkpoint.npz"
+    with pytest.raises(KeyboardInterrupt, match=f"^saved in {re.escape(str(cut))}; resume continues from there$"):
         run(tmp_path, "cut", 2, callback=stop, minutes=0.0)  # minutes=0: checkpoint after every update
     state = load_checkpoint(tmp_path / "cut" / "checkpoint.npz")[0]["state"]
     assert (state["step"], state["epoch"], state["batch_in_epoch"]) == (25, 1, 6)
@@ -233,6 +234,13 @@ def test_the_one_line_names_the_checkpoint_this_run_falls_back_on(tmp_path):
     assert str(info.value) == (f"the checkpoint at the end of epoch 1 is kept in {out / 'checkpoint.npz'}; "
                                "resume continues from there")
     assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 19
+
+    def ctrl_c(step, _model):  # from a callback, on a backend that saves nothing inside an epoch: stops at once
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt, match="the checkpoint at the end of epoch 1 is kept in"):
+        train(model, data(), cfg, out_dir=out, resume=True, quiet=True, backend=Uninterruptible(model, cfg),
+              callback=ctrl_c, callback_every=1)
     with pytest.raises(TrainingDiverged, match=r"at update 1 of epoch 1 \(no checkpoint was written yet\)"), \
             np.errstate(over="ignore", invalid="ignore"):
         train(new_model(), data(), TrainConfig(epochs=1, batch=32, lr=1e30), out_dir=out, quiet=True)

@@ -26,7 +26,11 @@ def readable_command(command: str) -> str:
     >>> readable_command("python benchmarks/bench_scale.py --lmplz /opt/kenlm/bin/lmplz --tmp /tmp/s --json a.json")
     'python benchmarks/bench_scale.py --lmplz lmplz --json a.json'
     """
-    words, out, skip = shlex.split(command), [], False
+    try:
+        words = shlex.split(command)
+    except ValueError:  # a command recorded by joining its words with spaces, one of them holding a quote
+        words = command.split()
+    out, skip = [], False
     for i, word in enumerate(words):
         if skip:
             skip = False

@@ -317,6 +317,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                         if callback is not None and state.step % callback_every == 0:
                             callback(state.step, model)
                     except KeyboardInterrupt:  # from the callback: as Ctrl-C (output blocks: at the next agreement)
+                        if not flagged:
+                            raise
                         interrupted = stop.flag = True
                     if backend.interruptible and (interrupted or time.monotonic() - last_save
                                                   > 60 * config.checkpoint_every_minutes):
