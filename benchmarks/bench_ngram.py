@@ -140,7 +140,7 @@ def main() -> None:
     if tools is None:
         print("KenLM's lmplz and query not on PATH (--kenlm DIR names their folder): comparison skipped")
     if a.json:
-        from nplm_edu.experiments.common import write_results
+        from nplm_edu.experiments.common import command_line, write_results
 
         write_results(Path(a.json), {
             "load_average_before": load_before, "load_average_after": list(os.getloadavg()),
@@ -163,7 +163,7 @@ def main() -> None:
                                   "starts the test without the preceding validation words and knows only the "
                                   "training split's words"}} if kenlm_rows else {}),
             "note": "nltk.lm's KneserNeyInterpolated is a different smoothing (one discount): only speed is compared"},
-            STARTED, "python " + " ".join(sys.argv))
+            STARTED, command_line())
         print(f"wrote {a.json}")
 
 

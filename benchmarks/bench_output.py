@@ -85,7 +85,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_output.json)")
     args = ap.parse_args()
     started = time.monotonic()
-    from nplm_edu.experiments.common import write_results
+    from nplm_edu.experiments.common import command_line, write_results
     from nplm_edu.numerics.blas import blas_info
 
     corpus, brown = corpus_or_zipf()
@@ -140,7 +140,7 @@ def main() -> None:
         write_results(args.json, {"benchmark": "output layers", "V": corpus.V, "K": K, "network": dict(NETWORK),
                                   "batches": "brown" if brown else "zipf", "rounds": args.rounds,
                                   "steps_per_round": args.steps, "load_average_1min": load, "rows": rows}, started,
-                      "python " + " ".join(sys.argv))
+                      command_line())
         print(f"wrote {args.json}")
 
 

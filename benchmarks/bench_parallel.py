@@ -165,9 +165,9 @@ def main() -> int:
                "paper_output_share_ap": paper_output_share(),
                "paper_output_share_mlp1_brown": paper_output_share(16383, 5, 60, 50),
                "paper_comm_share": 1 / 15, "hogwild": hog}
-        from nplm_edu.experiments.common import write_results
+        from nplm_edu.experiments.common import command_line, write_results
 
-        write_results(Path(a.json), res, STARTED, "python " + " ".join(sys.argv))
+        write_results(Path(a.json), res, STARTED, command_line())
         print(f"wrote {a.json}")
     return 0
 

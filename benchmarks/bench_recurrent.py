@@ -183,7 +183,7 @@ def main() -> None:
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} on {os.cpu_count()} cores"
           + (": above the core count, other jobs shared the machine and the numbers are low" if busy else ""))
     if args.json:
-        from nplm_edu.experiments.common import write_results
+        from nplm_edu.experiments.common import command_line, write_results
 
         write_results(Path(args.json), {
             "threads": THREADS, "torch": torch_version, "load_average_before": load_before,
@@ -191,7 +191,7 @@ def main() -> None:
             "flops_per_token": "6 |V| h + 6 (4h)(m + h)", "rows": rows,
             "target": "at least 1.0x PyTorch at 1 and 2 threads",
             "target_met": (all(r["ours_over_torch"] >= 1.0 for r in rows) if torch_version else None)},
-            started, command="python " + " ".join(sys.argv))
+            started, command=command_line())
         print(f"wrote {args.json}")
 
 

@@ -181,14 +181,14 @@ def run_step(name: str, cap_gib: float, env: dict, **kw) -> dict:
 
 def provenance(argv) -> dict:
     """The package's provenance block (command, commit, machine, versions, BLAS threads) and the memory."""
-    from nplm_edu.experiments.common import provenance as common_provenance
+    from nplm_edu.experiments.common import command_line, provenance as common_provenance
 
     mem = {}
     for line in Path("/proc/meminfo").read_text().splitlines():
         k, v = line.split(":", 1)
         if k in ("MemTotal", "MemAvailable"):
             mem[k] = round(int(v.split()[0]) * 1024 / GiB, 1)
-    return {**common_provenance(STARTED, "python benchmarks/bench_scale.py " + " ".join(argv)), "memory_gib": mem}
+    return {**common_provenance(STARTED, command_line(["benchmarks/bench_scale.py", *argv])), "memory_gib": mem}
 
 
 def clear_cache(folder: Path) -> None:

@@ -254,14 +254,14 @@ def main() -> None:
           f">= 1.25x PyTorch " + {True: "met", False: "NOT met", None: "not measured (no torch)"}[
               met["ours_over_torch_at_least_1.25"]])
     if args.json:
-        from nplm_edu.experiments.common import write_results
+        from nplm_edu.experiments.common import command_line, write_results
 
         write_results(Path(args.json), {
             "threads": THREADS, "compared_with": args.compare_with, "torch": torch.__version__ if have_torch else None,
             "load_average_before": load_before, "load_average_after": list(os.getloadavg()),
             "matmul_peak_gflops": round(peak, 2), "matmul_peak_gflops_at_end": round(peak_end, 2),
             "flops_per_example": "6 |V| D + 6 h (n-1) m, D = h + (n-1) m with direct connections, h without",
-            "rows": rows, "targets_met": met}, STARTED, "python " + " ".join(sys.argv))
+            "rows": rows, "targets_met": met}, STARTED, command_line())
         print(f"wrote {args.json}")
 
 if __name__ == "__main__":

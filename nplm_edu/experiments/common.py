@@ -52,10 +52,20 @@ def package_modified() -> bool | None:
     return bool(out.stdout.strip()) if out.returncode == 0 else None
 
 
-def command_line() -> str:
-    """The command as a reader would type it."""
-    argv = sys.argv[1:] if sys.argv and sys.argv[0].endswith(("__main__.py", "nplm-edu")) else None
-    return "python -m nplm_edu " + (shlex.join(argv) if argv else "reproduce")
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as a reader would type it (``argv``: sys.argv), quoted so that a shell reads it back.
+
+    >>> command_line(["/x/nplm_edu/__main__.py", "train", "--out", "my runs"])
+    "python -m nplm_edu train --out 'my runs'"
+    >>> command_line(["benchmarks/bench_scale.py", "--sizes", "1e6"])
+    'python benchmarks/bench_scale.py --sizes 1e6'
+    """
+    argv = sys.argv if argv is None else argv
+    if argv and argv[0].endswith(("__main__.py", "nplm-edu")):
+        return "python -m nplm_edu " + (shlex.join(argv[1:]) if argv[1:] else "reproduce")
+    if argv and argv[0].endswith(".py"):  # a script, such as a benchmark
+        return "python " + shlex.join(argv)
+    return "python -m nplm_edu reproduce"  # a library call (a notebook, a test)
 
 
 def machine() -> str:
