@@ -191,8 +191,9 @@ def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, 
     bad = len(losses) - 1  # the update whose loss exploded: the last one attempted
     limit = 10 * np.log(20) + 10  # far above log |V| = 3.0, the uniform model's loss
     assert bad > 25 and all(np.asarray(losses[:bad]) <= limit) and not losses[bad] <= limit
-    assert msg == (f"the training loss became {losses[bad]:.4g} at update {bad} of epoch 2 (the last good "
-                   f"checkpoint, at the end of epoch 1, is kept in {out / 'checkpoint.npz'}); try a smaller learning rate")
+    assert msg == (f"the training loss became {losses[bad]:.4g} at update {bad} of epoch 2 (the checkpoint at the "
+                   f"end of epoch 1 is kept in {out / 'checkpoint.npz'}; resume continues from there); try a smaller "
+                   "learning rate")
     assert bad < 2 * 19  # stopped inside epoch 2: no further update, no epoch-2 validation or checkpoint
     saved = json.loads((out / "history.json").read_text())
     assert [e["epoch"] for e in saved["epochs"]] == [1]

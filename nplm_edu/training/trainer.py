@@ -237,33 +237,35 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             nonlocal last_saved
             last_saved = saved_at(state)
 
-    def kept() -> str:  # what an error message says survives of the run
+    def kept() -> str | None:  # what survives of the run, as the one line of a failure or of Ctrl-C says it
         if ckpt is None:
-            return ""
-        return (f" (the last good checkpoint, {last_saved}, is kept in {ckpt})" if last_saved is not None
-                else " (no checkpoint was written yet)")
+            return None
+        if last_saved is None:
+            return "no checkpoint was written yet"
+        return f"the checkpoint {last_saved} is kept in {ckpt}; resume continues from there"
+
+    def with_kept(message: str) -> str:
+        said = kept()
+        return f"{message} ({said})" if said else message
 
     def stopped(saved_now: bool) -> KeyboardInterrupt:  # Ctrl-C or SIGTERM: the history written, and
-        write_history()  # what the one line says is kept
-        if ckpt is None:
-            return KeyboardInterrupt()
-        if saved_now:
-            return KeyboardInterrupt(f"saved in {ckpt}; resume continues from there")
-        if last_saved is None:
-            return KeyboardInterrupt("no checkpoint was written yet")
-        return KeyboardInterrupt(f"the checkpoint {last_saved} is kept in {ckpt}; resume continues from there")
+        write_history()  # what the one line (interrupted (...)) says is kept
+        said = f"saved in {ckpt}; resume continues from there" if saved_now and ckpt is not None else kept()
+        return KeyboardInterrupt(said) if said else KeyboardInterrupt()
 
     def diverged(what: str, at: str | None = None, detail: str = ""):
         bar.close()
         write_history()
-        return TrainingDiverged(f"{what} at {at or f'update {state.step}'} of epoch {state.epoch + 1}{detail}"
-                                f"{kept()}; try a smaller learning rate")
+        where = f"at {at or f'update {state.step}'} of epoch {state.epoch + 1}{detail}"
+        return TrainingDiverged(with_kept(f"{what} {where}") + "; try a smaller learning rate")
 
     K, n_batches = config.batch, plan.n_batches
     last_save = time.monotonic()
     limit_hit = False
     flagged = backend.interruptible or backend.stops_together  # Ctrl-C and SIGTERM: a flag read between updates
     errstate = np.errstate(over="ignore", invalid="ignore", divide="ignore")
+    # a bare KeyboardInterrupt (Ctrl-C where nothing is saved inside an epoch, an agreed stop) leaves
+    # saying what the run keeps
     with Interrupt(flagged) as stop, (nullcontext() if flagged else sigterm_as_ctrl_c()), errstate, \
             interruption_says(lambda: stopped(False)):
         while state.epoch < config.epochs and not state.done and not limit_hit:
@@ -287,7 +289,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                             raise
                         raise diverged(*e.report) from None
                     except UserError as e:  # a worker failed (killed, crashed): say what the run keeps
-                        raise UserError(f"{e}{kept()}") from None
+                        raise UserError(with_kept(str(e))) from None
                     if exploded(loss, V):
                         raise diverged(f"the training loss became {loss:.4g}")
                     state.step += updates
@@ -311,7 +313,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                     if not quiet and (j % 20 == 0 or j == n_batches - 1):
                         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.3g}", refresh=False)
                     if backend.stops_together and backend.stop_requested(stop.flag):
-                        raise stopped(False)  # on every rank at once: no checkpoint inside the epoch
+                        raise KeyboardInterrupt  # on every rank at once: no checkpoint inside the epoch
                     interrupted = stop.flag
                     try:
                         if callback is not None and state.step % callback_every == 0:
@@ -366,7 +368,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                 on_epoch(history)
             more = state.epoch < config.epochs and not state.done and not limit_hit
             if more and backend.stops_together and backend.stop_requested(stop.flag, now=True):
-                raise stopped(False)  # Ctrl-C since the last agreement (in validation, say): this epoch is saved
+                raise KeyboardInterrupt  # Ctrl-C since the last agreement (in validation, say): this epoch is saved
     if best is not None:
         backend.load(best)  # early stopping: keep the best parameters
     history.update(best_valid_ppl=state.best_valid, best_epoch=state.best_epoch, updates=state.step,
