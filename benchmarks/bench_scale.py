@@ -19,8 +19,10 @@ RSS of that process alone), under an address-space cap of ``--mem-cap-gb`` (RLIM
   kn5        interpolated modified Kneser-Ney of order 5 (nplm_edu.models.ngram.KneserNey): fit on the
              training split (80%), its CPU time split into user and system (page faults), then score
              every token of the test split (10%); ``--repeats`` fresh processes (3), the median of each
-             time recorded and every run's CPU seconds listed. Also timed: one gather of all training
-             tokens in a random order (``np.take``, best of 3), the memory system's cost per access
+             time recorded and every run's CPU seconds listed. Also timed, as yardsticks of the
+             machine: one gather of all training tokens in a random order (``np.take``, best of 3),
+             the memory system's cost per access, and numpy's sort of as many random 64-bit
+             integers (``np.sort``, best of 3), the textbook n log n operation
   train      the NPLM (n 5, m 30, h 50, direct, batch 128) with :func:`nplm_edu.training.trainer.train` for
              ``--train-updates`` updates: examples/s, and the hours one epoch would take
 
@@ -112,6 +114,14 @@ def step_kn5(corpus: str, order: int) -> dict:
         g0 = time.perf_counter()
         np.take(c.train, gather, out=out)
         gather_s.append(time.perf_counter() - g0)
+    del gather, out
+    keys = np.random.default_rng(1).integers(0, 2 ** 62, len(c.train))  # the textbook n log n step: numpy's
+    sort_s = []  # own sort of as many 64-bit keys as there are training tokens, best of 3
+    for _ in range(3):
+        s0 = time.perf_counter()
+        np.sort(keys)
+        sort_s.append(time.perf_counter() - s0)
+    del keys
     ngrams = [int(m.ngrams.size(k)) for k in range(1, order + 1)]
     ctx, tgt = c.windows("test", order)
     t1, c1 = time.perf_counter(), time.process_time()
@@ -119,7 +129,7 @@ def step_kn5(corpus: str, order: int) -> dict:
     return {"train_tokens": int(len(c.train)), "test_tokens": int(len(tgt)), "V": c.V,
             "fit_seconds": fit_s, "fit_cpu_seconds": fit_cpu, "fit_peak_gib": fit_peak,
             "fit_user_seconds": o1.user - o0.user, "fit_system_seconds": o1.system - o0.system,
-            "gather_seconds": min(gather_s),
+            "gather_seconds": min(gather_s), "sort_seconds": min(sort_s),
             "score_seconds": time.perf_counter() - t1, "score_cpu_seconds": time.process_time() - c1,
             "test_perplexity": float(ppl), "ngram_types": ngrams}
 
@@ -216,7 +226,7 @@ def measure_size(tokens: int, a, tmp: Path, env: dict) -> dict:
     k = median_run(runs)  # one fit of 0.2 s varies by half from process to process: the median of fresh ones
     row["kn5"] = {**{key: round(k[key], 2) for key in ("fit_seconds", "fit_cpu_seconds", "fit_user_seconds",
                                                       "fit_system_seconds", "score_seconds", "score_cpu_seconds")},
-                  "gather_seconds": round(k["gather_seconds"], 4),
+                  "gather_seconds": round(k["gather_seconds"], 4), "sort_seconds": round(k["sort_seconds"], 4),
                   "fit_peak_gib": round(k["fit_peak_gib"], 3), "peak_gib": k["peak_gib"],
                   "process_seconds": k["seconds"], "train_tokens": k["train_tokens"],
                   "test_tokens": k["test_tokens"], "V": k["V"], "test_perplexity": round(k["test_perplexity"], 2),
@@ -227,6 +237,7 @@ def measure_size(tokens: int, a, tmp: Path, env: dict) -> dict:
     print(f"kn5: fit {k['fit_seconds']:.1f} s ({k['fit_cpu_seconds']:.1f} CPU s: {k['fit_user_seconds']:.1f} user, "
           f"{k['fit_system_seconds']:.1f} system; peak {k['fit_peak_gib']:.2f} GiB), "
           f"random gather {1e9 * k['gather_seconds'] / k['train_tokens']:.1f} ns/token, "
+          f"sort of as many 64-bit keys {k['sort_seconds']:.2f} s, "
           f"score {k['test_tokens']:,} test tokens {k['score_seconds']:.1f} s ({k['score_cpu_seconds']:.1f} CPU s), peak {k['peak_gib']:.2f} GiB, |V| {k['V']:,}, "
           f"perplexity {k['test_perplexity']:.1f}, n-gram types {k['ngram_types']}", flush=True)
     if a.train_updates:
@@ -292,6 +303,7 @@ def growth(rows: list[dict]) -> list[dict]:
                          ("kn5_fit_user", lambda r: r["kn5"]["fit_user_seconds"]),
                          ("kn5_fit_system", lambda r: r["kn5"]["fit_system_seconds"]),
                          ("gather", lambda r: r["kn5"]["gather_seconds"]),
+                         ("sort", lambda r: r["kn5"]["sort_seconds"]),
                          ("kn5_score", lambda r: r["kn5"]["score_cpu_seconds"]),
                          ("read_memory", lambda r: r["read"]["peak_gib"]),
                          ("kn5_memory", lambda r: r["kn5"]["fit_peak_gib"])):
@@ -331,6 +343,10 @@ def plot(doc: dict, path: Path) -> None:
         x = [r["tokens"] for r in lm]
         ax1.loglog(x, [r["lmplz"]["cpu_seconds"] for r in lm], "s", color="C5", mfc="none", label="KenLM lmplz -o 5")
         ax2.loglog(x, [r["lmplz"]["peak_gib"] for r in lm], "s", color="C5", mfc="none", label="KenLM lmplz -o 5")
+    srt = [r for r in rows if "sort_seconds" in r.get("kn5", {})]
+    if srt:
+        ax1.loglog([r["tokens"] for r in srt], [r["kn5"]["sort_seconds"] for r in srt], "^--", color="0.45",
+                   mfc="none", label="numpy's sort of as many 64-bit keys")
     ref = [rows[-1]["kn5"]["fit_cpu_seconds"] * x * math.log(x) / (n[-1] * math.log(n[-1])) for x in n]
     ax1.loglog(n, ref, "k:", lw=1, label="n log n (through the largest fit)")
     ax1.set(xlabel="corpus tokens", ylabel="CPU seconds (user + system)", title="time")
