@@ -323,7 +323,7 @@ def plot(doc: dict, path: Path) -> None:
 
     rows = doc["rows"]
     n = [r["tokens"] for r in rows]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.4, 4.6), dpi=100)  # 840 px: the book's column shows it whole
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.4, 5.2), dpi=100)  # 840 px: the book's column shows it whole
     series = [("C0", "read: corpus info, no cache", "read", "cpu_seconds", "peak_gib"),
               ("C1", "read from the cache", "read_cached", "cpu_seconds", "peak_gib"),
               ("C2", "KN 5-gram fit", "kn5", "fit_cpu_seconds", "fit_peak_gib"),
@@ -346,16 +346,16 @@ def plot(doc: dict, path: Path) -> None:
     srt = [r for r in rows if "sort_seconds" in r.get("kn5", {})]
     if srt:
         ax1.loglog([r["tokens"] for r in srt], [r["kn5"]["sort_seconds"] for r in srt], "^--", color="0.45",
-                   mfc="none", label="numpy's sort of as many 64-bit keys")
+                   mfc="none", label="numpy sort of n 64-bit keys")
     ref = [rows[-1]["kn5"]["fit_cpu_seconds"] * x * math.log(x) / (n[-1] * math.log(n[-1])) for x in n]
     ax1.loglog(n, ref, "k:", lw=1, label="n log n (through the largest fit)")
     ax1.set(xlabel="corpus tokens", ylabel="CPU seconds (user + system)", title="time")
     ax2.set(xlabel="corpus tokens", ylabel="peak resident memory (GiB)", title="memory")
     handles, labels = ax1.get_legend_handles_labels()
     more = [(h, lab) for h, lab in zip(*ax2.get_legend_handles_labels()) if lab not in labels]
-    fig.legend(handles + [h for h, _ in more], labels + [lab for _, lab in more], loc="lower center", ncol=3,
+    fig.legend(handles + [h for h, _ in more], labels + [lab for _, lab in more], loc="lower center", ncol=2,
                fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    fig.tight_layout(rect=(0, 0.22, 1, 1))
     fig.savefig(path, dpi=100)
 
 

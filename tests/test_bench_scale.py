@@ -23,3 +23,16 @@ def test_growth_between_consecutive_sizes_and_over_the_whole_range():
 
 def test_two_sizes_have_one_ratio():
     assert len(bench_scale.growth([row(10, 1.0), row(100, 20.0)])) == 1
+
+
+def test_the_sort_yardstick_grows_beside_the_fit():
+    def kn_row(tokens, fit, sort):
+        r = row(tokens, 1.0)
+        r["kn5"] = {"fit_cpu_seconds": fit, "fit_user_seconds": fit, "fit_system_seconds": 0.1, "gather_seconds": 0.1,
+                    "score_cpu_seconds": 1.0, "fit_peak_gib": 1.0, "sort_seconds": sort}
+        return r
+
+    (g,) = bench_scale.growth([kn_row(10, 1.0, 0.5), kn_row(100, 30.0, 10.0)])
+    assert (g["kn5_fit"], g["sort"], g["n_log_n_ratio"]) == (30.0, 20.0, 20.0)  # 100 log 100 / (10 log 10) = 20
+    (old,) = bench_scale.growth([row(10, 1.0), row(100, 20.0)])
+    assert "sort" not in old  # rows measured before the yardstick existed
