@@ -22,7 +22,8 @@ RSS of that process alone), under an address-space cap of ``--mem-cap-gb`` (RLIM
              time recorded and every run's CPU seconds listed. Also timed, as yardsticks of the
              machine: one gather of all training tokens in a random order (``np.take``, best of 3),
              the memory system's cost per access, and numpy's sort of as many random 64-bit
-             integers (``np.sort``, best of 3), the textbook n log n operation
+             integers (``np.sort``, best of 3), the textbook n log n operation. Counted once, after
+             the clocks: what scoring searches at each order (:func:`search_steps`)
   train      the NPLM (n 5, m 30, h 50, direct, batch 128) with :func:`nplm_edu.training.trainer.train` for
              ``--train-updates`` updates: examples/s, and the hours one epoch would take
 
@@ -94,7 +95,23 @@ def step_generate(out: str, tokens: int, seed: int) -> dict:
     return {"bytes": os.path.getsize(out), "brown_types": int(V)}
 
 
-def step_kn5(corpus: str, order: int) -> dict:
+def search_steps(m, ctx) -> list[dict]:
+    """What scoring searches, order by order (k = 2..n): the share of test windows whose context (the
+    k-1 words before the target) occurs in training, so that order k searches among its children,
+    and log2 of that slice's length (the binary search's steps), summed and divided by all windows."""
+    import numpy as np
+
+    out = []
+    for k in range(2, m.order + 1):
+        h = m.ngrams.find(ctx[:, ctx.shape[1] - (k - 1):])  # (K,) id of the context in table k-1, -1 if unseen
+        off, hs = m.ngrams.offsets[k], h[h >= 0]
+        length = (off[hs + 1] - off[hs]).astype(np.float64)  # (S,) children of each seen context
+        out.append({"order": k, "context_seen": round(float(np.mean(h >= 0)), 4),
+                    "search_steps_per_window": round(float(np.log2(np.maximum(length, 1)).sum() / len(h)), 3)})
+    return out
+
+
+def step_kn5(corpus: str, order: int, count_steps: bool = False) -> dict:
     import numpy as np
 
     from nplm_edu.data.corpus import load_corpus
@@ -131,7 +148,8 @@ def step_kn5(corpus: str, order: int) -> dict:
             "fit_user_seconds": o1.user - o0.user, "fit_system_seconds": o1.system - o0.system,
             "gather_seconds": min(gather_s), "sort_seconds": min(sort_s),
             "score_seconds": time.perf_counter() - t1, "score_cpu_seconds": time.process_time() - c1,
-            "test_perplexity": float(ppl), "ngram_types": ngrams}
+            "test_perplexity": float(ppl), "ngram_types": ngrams,
+            **({"search": search_steps(m, ctx)} if count_steps else {})}  # after the clock: not in its seconds
 
 
 def step_train(corpus: str, updates: int) -> dict:
@@ -222,7 +240,8 @@ def measure_size(tokens: int, a, tmp: Path, env: dict) -> dict:
               f"peak {row[name]['peak_gib']:.2f} GiB", flush=True)
     row["info"] = info.strip().splitlines()
     row["tokens"] = int(info.split(":", 1)[1].split("tokens")[0].replace(",", ""))
-    runs = [run_step("kn5", a.mem_cap_gb, env, corpus=corpus, order=5) for _ in range(a.repeats)]
+    runs = [run_step("kn5", a.mem_cap_gb, env, corpus=corpus, order=5, count_steps=i == 0) for i in range(a.repeats)]
+    search = runs[0]["search"]  # the same in every run: counted once
     k = median_run(runs)  # one fit of 0.2 s varies by half from process to process: the median of fresh ones
     row["kn5"] = {**{key: round(k[key], 2) for key in ("fit_seconds", "fit_cpu_seconds", "fit_user_seconds",
                                                       "fit_system_seconds", "score_seconds", "score_cpu_seconds")},
@@ -230,7 +249,7 @@ def measure_size(tokens: int, a, tmp: Path, env: dict) -> dict:
                   "fit_peak_gib": round(k["fit_peak_gib"], 3), "peak_gib": k["peak_gib"],
                   "process_seconds": k["seconds"], "train_tokens": k["train_tokens"],
                   "test_tokens": k["test_tokens"], "V": k["V"], "test_perplexity": round(k["test_perplexity"], 2),
-                  "ngram_types": k["ngram_types"], "repeats": len(runs),
+                  "ngram_types": k["ngram_types"], "search": search, "repeats": len(runs),
                   "runs_fit_cpu_seconds": [round(r["fit_cpu_seconds"], 3) for r in runs],
                   "runs_fit_user_seconds": [round(r["fit_user_seconds"], 3) for r in runs],
                   "runs_score_cpu_seconds": [round(r["score_cpu_seconds"], 3) for r in runs]}
@@ -239,7 +258,8 @@ def measure_size(tokens: int, a, tmp: Path, env: dict) -> dict:
           f"random gather {1e9 * k['gather_seconds'] / k['train_tokens']:.1f} ns/token, "
           f"sort of as many 64-bit keys {k['sort_seconds']:.2f} s, "
           f"score {k['test_tokens']:,} test tokens {k['score_seconds']:.1f} s ({k['score_cpu_seconds']:.1f} CPU s), peak {k['peak_gib']:.2f} GiB, |V| {k['V']:,}, "
-          f"perplexity {k['test_perplexity']:.1f}, n-gram types {k['ngram_types']}", flush=True)
+          f"perplexity {k['test_perplexity']:.1f}, n-gram types {k['ngram_types']}; binary-search steps per test "
+          f"window {sum(o['search_steps_per_window'] for o in search):.1f}", flush=True)
     if a.train_updates:
         t = run_step("train", a.mem_cap_gb, env, corpus=corpus, updates=a.train_updates)
         row["train"] = {key: (round(v, 3) if isinstance(v, float) else v) for key, v in t.items()}

@@ -36,3 +36,17 @@ def test_the_sort_yardstick_grows_beside_the_fit():
     assert (g["kn5_fit"], g["sort"], g["n_log_n_ratio"]) == (30.0, 20.0, 20.0)  # 100 log 100 / (10 log 10) = 20
     (old,) = bench_scale.growth([row(10, 1.0), row(100, 20.0)])
     assert "sort" not in old  # rows measured before the yardstick existed
+
+
+def test_search_steps_count_what_scoring_searches():
+    import numpy as np
+
+    from nplm_edu.models.ngram import KneserNey
+
+    m = KneserNey(3, 3).fit(np.array([0, 1, 0, 1, 0, 2]))  # a b a b a c
+    ctx = np.array([[0, 1], [1, 2], [2, 0]])  # contexts "a b", "b c", "c a"
+    # order 2 searches after the last word: b is followed by {a} (log2 1 = 0 steps), c by nothing (0),
+    # a by {b, c} (1 step): 1/3 per window. Order 3: only "a b" was seen (followed by {a}: 0 steps).
+    assert bench_scale.search_steps(m, ctx) == [
+        {"order": 2, "context_seen": 1.0, "search_steps_per_window": 0.333},
+        {"order": 3, "context_seen": 0.3333, "search_steps_per_window": 0.0}]
