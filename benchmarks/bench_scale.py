@@ -97,17 +97,21 @@ def step_generate(out: str, tokens: int, seed: int) -> dict:
 
 def search_steps(m, ctx) -> list[dict]:
     """What scoring searches, order by order (k = 2..n): the share of test windows whose context (the
-    k-1 words before the target) occurs in training, so that order k searches among its children,
-    and log2 of that slice's length (the binary search's steps), summed and divided by all windows."""
+    k-1 words before the target) occurs in training, so that order k searches among its s children,
+    and the entries of the table that search reads (``search_slices``: ceil(log2 s) halvings, then
+    the one entry left; none when s = 0), summed and divided by all windows. That is what one search
+    reads alone; in a batch, a query down to one entry stays in the halvings until half of the
+    queries are, so a batch reads somewhat more."""
     import numpy as np
 
     out = []
     for k in range(2, m.order + 1):
         h = m.ngrams.find(ctx[:, ctx.shape[1] - (k - 1):])  # (K,) id of the context in table k-1, -1 if unseen
         off, hs = m.ngrams.offsets[k], h[h >= 0]
-        length = (off[hs + 1] - off[hs]).astype(np.float64)  # (S,) children of each seen context
+        s = (off[hs + 1] - off[hs]).astype(np.float64)  # (S,) children of each seen context
+        probes = np.where(s > 0, np.ceil(np.log2(np.maximum(s, 1))) + 1, 0)  # (S,)
         out.append({"order": k, "context_seen": round(float(np.mean(h >= 0)), 4),
-                    "search_steps_per_window": round(float(np.log2(np.maximum(length, 1)).sum() / len(h)), 3)})
+                    "probes_per_window": round(float(probes.sum() / len(h)), 3)})
     return out
 
 
@@ -121,9 +125,13 @@ def step_kn5(corpus: str, order: int, count_steps: bool = False) -> dict:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GiB
 
     c = load_corpus(corpus)
-    t0, c0, o0 = time.perf_counter(), time.process_time(), os.times()
+    def usage():  # user and system CPU seconds so far, to the microsecond (os.times counts 10 ms ticks)
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        return u.ru_utime, u.ru_stime
+
+    t0, c0, o0 = time.perf_counter(), time.process_time(), usage()
     m = KneserNey(order, c.V).fit(c.train)
-    fit_s, fit_cpu, fit_peak, o1 = time.perf_counter() - t0, time.process_time() - c0, peak(), os.times()
+    fit_s, fit_cpu, fit_peak, o1 = time.perf_counter() - t0, time.process_time() - c0, peak(), usage()
     gather = np.random.default_rng(0).permutation(len(c.train))  # the memory system alone: one gather
     out = np.empty(len(c.train), c.train.dtype)  # of every training token in a random order, into memory
     gather_s = []  # already written, best of 3 (the counting's gathers are of this kind)
@@ -133,19 +141,21 @@ def step_kn5(corpus: str, order: int, count_steps: bool = False) -> dict:
         gather_s.append(time.perf_counter() - g0)
     del gather, out
     keys = np.random.default_rng(1).integers(0, 2 ** 62, len(c.train))  # the textbook n log n step: numpy's
-    sort_s = []  # own sort of as many 64-bit keys as there are training tokens, best of 3
+    work = np.empty_like(keys)  # own sort of as many 64-bit keys as there are training tokens, best of 3, in
+    sort_s = []  # place in memory already written, so that it times the sort, not the kernel's fresh pages
     for _ in range(3):
-        s0 = time.perf_counter()
-        np.sort(keys)
-        sort_s.append(time.perf_counter() - s0)
-    del keys
+        work[...] = keys
+        s0 = time.process_time()
+        work.sort()
+        sort_s.append(time.process_time() - s0)
+    del keys, work
     ngrams = [int(m.ngrams.size(k)) for k in range(1, order + 1)]
     ctx, tgt = c.windows("test", order)
     t1, c1 = time.perf_counter(), time.process_time()
     ppl = m.perplexity(ctx, tgt, batch=1 << 16)
     return {"train_tokens": int(len(c.train)), "test_tokens": int(len(tgt)), "V": c.V,
             "fit_seconds": fit_s, "fit_cpu_seconds": fit_cpu, "fit_peak_gib": fit_peak,
-            "fit_user_seconds": o1.user - o0.user, "fit_system_seconds": o1.system - o0.system,
+            "fit_user_seconds": o1[0] - o0[0], "fit_system_seconds": o1[1] - o0[1],
             "gather_seconds": min(gather_s), "sort_seconds": min(sort_s),
             "score_seconds": time.perf_counter() - t1, "score_cpu_seconds": time.process_time() - c1,
             "test_perplexity": float(ppl), "ngram_types": ngrams,
@@ -243,7 +253,7 @@ def measure_size(tokens: int, a, tmp: Path, env: dict) -> dict:
     runs = [run_step("kn5", a.mem_cap_gb, env, corpus=corpus, order=5, count_steps=i == 0) for i in range(a.repeats)]
     search = runs[0]["search"]  # the same in every run: counted once
     k = median_run(runs)  # one fit of 0.2 s varies by half from process to process: the median of fresh ones
-    row["kn5"] = {**{key: round(k[key], 2) for key in ("fit_seconds", "fit_cpu_seconds", "fit_user_seconds",
+    row["kn5"] = {**{key: round(k[key], 3) for key in ("fit_seconds", "fit_cpu_seconds", "fit_user_seconds",
                                                       "fit_system_seconds", "score_seconds", "score_cpu_seconds")},
                   "gather_seconds": round(k["gather_seconds"], 4), "sort_seconds": round(k["sort_seconds"], 4),
                   "fit_peak_gib": round(k["fit_peak_gib"], 3), "peak_gib": k["peak_gib"],
@@ -258,8 +268,8 @@ def measure_size(tokens: int, a, tmp: Path, env: dict) -> dict:
           f"random gather {1e9 * k['gather_seconds'] / k['train_tokens']:.1f} ns/token, "
           f"sort of as many 64-bit keys {k['sort_seconds']:.2f} s, "
           f"score {k['test_tokens']:,} test tokens {k['score_seconds']:.1f} s ({k['score_cpu_seconds']:.1f} CPU s), peak {k['peak_gib']:.2f} GiB, |V| {k['V']:,}, "
-          f"perplexity {k['test_perplexity']:.1f}, n-gram types {k['ngram_types']}; binary-search steps per test "
-          f"window {sum(o['search_steps_per_window'] for o in search):.1f}", flush=True)
+          f"perplexity {k['test_perplexity']:.1f}, n-gram types {k['ngram_types']}; table entries read by the searches "
+          f"per test window {sum(o['probes_per_window'] for o in search):.1f}", flush=True)
     if a.train_updates:
         t = run_step("train", a.mem_cap_gb, env, corpus=corpus, updates=a.train_updates)
         row["train"] = {key: (round(v, 3) if isinstance(v, float) else v) for key, v in t.items()}

@@ -44,9 +44,32 @@ def test_search_steps_count_what_scoring_searches():
     from nplm_edu.models.ngram import KneserNey
 
     m = KneserNey(3, 3).fit(np.array([0, 1, 0, 1, 0, 2]))  # a b a b a c
-    ctx = np.array([[0, 1], [1, 2], [2, 0]])  # contexts "a b", "b c", "c a"
-    # order 2 searches after the last word: b is followed by {a} (log2 1 = 0 steps), c by nothing (0),
-    # a by {b, c} (1 step): 1/3 per window. Order 3: only "a b" was seen (followed by {a}: 0 steps).
+    ctx = np.array([[0, 1], [1, 2], [2, 0], [1, 0]])  # contexts "a b", "b c", "c a", "b a"
+    # a search among s children reads ceil(log2 s) + 1 entries (none if s = 0). Order 2 searches after
+    # the last word: b is followed by {a} (1 read), c by nothing (0), a by {b, c} (2), twice: 5 / 4.
+    # Order 3: "a b" is followed by {a} (1), "b a" by {b, c} (2); "b c" and "c a" never occur: 3 / 4.
     assert bench_scale.search_steps(m, ctx) == [
-        {"order": 2, "context_seen": 1.0, "search_steps_per_window": 0.333},
-        {"order": 3, "context_seen": 0.3333, "search_steps_per_window": 0.0}]
+        {"order": 2, "context_seen": 1.0, "probes_per_window": 1.25},
+        {"order": 3, "context_seen": 0.5, "probes_per_window": 0.75}]
+
+
+def test_the_probe_count_is_what_search_slices_reads():
+    import numpy as np
+
+    from nplm_edu.models.ngram.counts import search_slices
+
+    class Counted:  # a sorted table that counts the entries read from it
+        def __init__(self, a):
+            self.a, self.reads = a, 0
+
+        def take(self, i):
+            self.reads += np.size(i)
+            return self.a.take(i)
+
+    rng = np.random.default_rng(0)
+    for s in [1, 2, 3, 4, 5, 7, 8, 9, 100, 1000, 1025]:
+        table = Counted(np.sort(rng.choice(10 * s, s, replace=False)))
+        q = rng.integers(0, 10 * s, 1)
+        i = search_slices(table, q, np.array([0]), np.array([s]))
+        assert i[0] == np.searchsorted(table.a, q[0])  # the search is right ...
+        assert table.reads == int(np.ceil(np.log2(s))) + 1, s  # ... and reads ceil(log2 s) + 1 entries
