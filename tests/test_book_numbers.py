@@ -10,13 +10,31 @@ reads such paths. ``format`` is a format spec (``".1f"``, ``".3f"``, ``".0%"``).
 read from the JSON, never written here: when the results are regenerated, every sentence whose
 figure moved fails until the prose is updated. To check one more figure, add a row.
 
-The second part checks that no markdown cell of the book holds project vocabulary ("issue", a
+Many other figures, most of them in the exercises' solutions, are read off the stored outputs of the
+notebook's own code cells (what a reader sees printed under a cell), which nbval holds equal to a
+fresh run. OUTPUT_FIGURES ties them to those outputs: every row is (notebook, prose pattern, output
+pattern, format). The prose pattern is searched as in FIGURES (a figure LaTeX prints as 17{,}907
+reads as 17,907). The output pattern is searched in all the notebook's stored outputs as one text
+(printed streams, ``text/plain``, and ``text/html`` with its tags stripped; every run of white space
+one space); its first group captures a number as the output prints it. With format None the prose
+must print exactly that text; with a format spec (".2f", ".0%") the output's number (commas and a
+trailing % understood: "14%" is 0.14) is formatted as the prose prints it; a function receives all
+the output pattern's groups, as numbers where they read as numbers, and returns what the prose must
+say: a derivation (a difference, a ratio, the largest of several) or a figure in words ("a fifth",
+"twenty-four", "fifteenth"). Both patterns must be found, and an output pattern must match one
+place or all its matches must capture the same text, so that a row never reads a number from some
+other table by accident. When a notebook is rerun and an output changes, the sentences that quote
+it fail until they are updated.
+
+The last part checks that no markdown cell of the book holds project vocabulary ("issue", a
 "target" that is our own bar), a commit hash or a test marker, and that no code cell carries an
 nbval comment marker (they belong in the cell's tags, where readers do not see them).
 """
 
+import html
 import json
 import math
+import os
 import re
 import statistics
 from functools import lru_cache
@@ -463,6 +481,604 @@ def test_every_row_reads_an_existing_result():
         v = value(R) if callable(value) else R(value)
         assert isinstance(v, (int, float)) and math.isfinite(v), (notebook, value, v)
         format(v, fmt)
+
+# --------------------------------------------------------------------------- figures read off the notebooks' own outputs
+def stored_outputs(notebook: str) -> str:
+    """Every code cell's stored outputs, in order, as one text: printed streams, ``text/plain`` and
+    ``text/html`` with its tags stripped and its entities decoded; every run of white space read as one
+    space. The pieces of one printed stream follow each other as printed; other outputs and cells are
+    kept apart by a space."""
+    return _stored_outputs(BOOK / f"{notebook}.ipynb")
+
+
+@lru_cache(maxsize=None)
+def _stored_outputs(path: Path) -> str:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    pieces = []
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []):
+            if o["output_type"] == "stream":
+                pieces.append("".join(o["text"]))
+                continue
+            data = o.get("data", {})
+            if "text/plain" in data:
+                pieces.append(f"\n{''.join(data['text/plain'])}\n")
+            if "text/html" in data:
+                pieces.append(f"\n{html.unescape(re.sub(r'<[^>]*>', ' ', ''.join(data['text/html'])))}\n")
+        pieces.append("\n")
+    return re.sub(r"\s+", " ", "".join(pieces))
+
+
+def as_printed(text: str):
+    """A captured group as a number where it reads as one ("1,234", "-0.5", "14%" is 0.14, "2e-10"),
+    else the text itself."""
+    t = text.replace(",", "")
+    try:
+        return float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        return text
+
+
+# the prose writes some figures in words: these turn a number into the words it uses
+ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen").split()
+TENS = {2: "twenty", 3: "thirty", 4: "forty", 5: "fifty"}
+NTHS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth",
+        9: "ninth", 10: "tenth", 11: "eleventh", 12: "twelfth", 13: "thirteenth", 14: "fourteenth",
+        15: "fifteenth", 16: "sixteenth", 17: "seventeenth", 18: "eighteenth", 19: "nineteenth", 20: "twentieth",
+        30: "thirtieth"}
+
+
+def in_words(k) -> str:  # 24 -> "twenty-four"
+    k = int(k)
+    if k < 20:
+        return ONES[k]
+    return TENS[k // 10] + (f"-{ONES[k % 10]}" if k % 10 else "")
+
+
+def nth(k) -> str:  # 21 -> "twenty-first"
+    k = int(k)
+    return NTHS[k] if k in NTHS else f"{TENS[k // 10]}-{NTHS[k % 10]}"
+
+
+FRACTIONS = {2: "half", 3: "third", 4: "quarter", 5: "fifth", 10: "tenth", 12: "twelfth", 20: "twentieth"}
+
+
+def a_fraction(x) -> str:  # 0.211 -> "a fifth": one over the nearest whole number
+    k = round(1 / x)
+    return f"a {FRACTIONS.get(k, f'1/{k}')}"
+
+
+def power_of_ten(*xs) -> str:  # 8e-4, 1e-3, 1e-3 -> "-3": the exponent of the power of ten nearest their geometric mean
+    return str(round(statistics.fmean(math.log10(x) for x in xs)))
+
+
+def alike(fmt):
+    """For a sentence that gives one figure for several outputs ("0.85 for both"): every group, formatted,
+    must read the same (else the prose meets all the readings, joined by /)."""
+    return lambda *xs: "/".join(sorted({format(x, fmt) for x in xs}))
+
+
+def first_split(a, b) -> int:  # the steps two tree paths ("RRLRL", "RRLLR") share before they part
+    return len(os.path.commonprefix([a, b]))
+
+
+# output patterns used by several rows
+TEX = r"(\d{1,3}(?:\{,\}\d{3})+)"  # a number as LaTeX prints it, thousands set off by {,}
+BROWN_V = r"\|V\| = (\d{1,3}(?:,\d{3})*)"  # |V| as an output prints it
+
+
+def claim_row(pairs, tokens, model, column):
+    """Chapter 8's tables of the central claim: ``model``'s mean log-probability (its digits, without the
+    minus sign) in ``column`` of the table of the family that removed ``pairs``, at about ``tokens``
+    training tokens."""
+    k = ("removed", "2nd word", "after", "other", "ordinary").index(column)
+    size = r"8,\d{3}" if tokens == 8000 else r"40,\d{3}"
+    return rf"{re.escape(pairs)}; {size} training tokens .*? {re.escape(model)} (?:-[\d.]+ ){{{k}}}-([\d.]+)"
+
+
+AV, TA = "cat/walking, horse/sleeping, bird/eating", "yesterday/cat, now/horse, then/bird, today/rabbit"
+# chapter 8's table of the rows' runs: epochs and best epoch of the five networks, in order
+TABLE1_RUNS = " ".join(rf"{r} (\d+) (?:yes|no) (\d+) [\d,]+ \d+ \d+ \d+" for r in NETWORKS)
+
+
+def trial(name, column):  # chapter 8's trials beyond the paper: valid ppl after epochs 1-3, train ppl at epoch 3
+    k = ("valid 1", "valid 2", "valid 3", "train 3").index(column)
+    return rf"(?<!\S){name} (?:adam|sgd) \d+ \S+ x\S+ \S+, \S+ \S+ (?:\S+ ){{{k}}}(\S+)"
+
+
+def brown_row(method, column):
+    """Chapter 10's table of the Brown runs: one column of one method's row."""
+    k = ("train ex/s", "x full", "eval ex/s", "eval x full", "valid", "test", "test / full").index(column)
+    cols = [r"[\d,]+", r"[\d.]+", r"[\d,]+", r"[\d.]+", r"[\d.]+", r"[\d.]+", r"[\d.]+"]
+    cols[k] = f"({cols[k]})"
+    return rf"(?<!\S){method} " + " ".join(cols) + r"(?= )"
+
+
+GRADIENT = r"{} k = 10: ([\d.]+) k = 20: ([\d.]+) k = 50: ([\d.]+) factor per step from k = 20 to 50: ([\d.]+)"
+ELMAN, LSTM = GRADIENT.format("Elman RNN"), GRADIENT.format("LSTM")  # chapter 11: the gradient's norm k steps back
+
+
+def lstm_bins(*bins):  # chapter 11's LSTM / KN5 ratio in some distance bins, one group each
+    return " ".join(rf"{re.escape(b)} [\d,]+ [\d.]+ [\d.]+ [\d.]+ ([\d.]+)" for b in bins)
+
+
+W = r"(\w+(?:-\w+)?)"  # a figure written in words ("fifteenth", "twenty-four")
+A = r"(an? \w+)"  # a fraction in words ("a fifth")
+
+OUTPUT_FIGURES = [
+    # chapter 1, ex-intro-1: the loaded die, exactly and by simulation; the fair die
+    ("01_introduction", rf"\}} = {N}\$: a fair choice among six faces", r"fair model : ([\d.]+)", ".0f"),
+    ("01_introduction", rf"\\approx {N}\$: worse than 6", r"\| exact: ([\d.]+)", None),
+    ("01_introduction", rf"\\approx {N}\$: worse than 6", r"loaded model: ([\d.]+) \|", None),
+    # ex-intro-2: |V| of Brown, the 5-gram table and MLP1
+    ("01_introduction", rf"On Brown, \$\|V\| = {TEX}\$ here", r"\|V\| = ([\d,]+); a table", None),
+    ("01_introduction", rf"about \${N} \\times 10\^\{{21\}}\$", r"5-gram table: ([\d.]+e\+21) free", lambda x: f"{x / 1e21:.1f}"),
+    ("01_introduction", rf"The network has about {N} million", r"MLP1 : ([\d,]+) free parameters", lambda x: f"{x / 1e6:.1f}"),
+    # ex-intro-4: the best lambda at 300 tokens (the unigram then carries 1 - lambda), and the test perplexities
+    ("01_introduction", rf"the best \$\\lambda\$ is small \({N}\)", r"(?<![\d,])300 (?:[\d.]+ ){6}([\d.]+)", None),
+    ("01_introduction", rf"the unigram must carry {A} of the weight", r"(?<![\d,])300 (?:[\d.]+ ){6}([\d.]+)", lambda lam: a_fraction(1 - lam)),
+    ("01_introduction", rf"beats add-one on the test set \({N} against", r"test perplexity ([\d.]+) \(add-one", None),
+    ("01_introduction", rf"on the test set \([\d.]+ against {N}\)", r"\(add-one: ([\d.]+)\)", None),
+    # chapter 2: the stream, what the two tokenizations differ by (to the hundred), the vocabulary's cover
+    ("02_data", rf"Our test set has {N} tokens", r"\btest ([\d,]+) tokens", None),
+    ("02_data", rf"length of the stream: our {N} tokens", r"tokens ([\d,]+) \(= ", None),
+    ("02_data", rf"distinct\* tokens \(about {N} more here\)", r"distinct [\d,]+ [\d,]+ \+([\d,]+)", lambda x: f"{round(x, -2):,.0f}"),
+    ("02_data", rf"in length \(about {N} fewer tokens here\)", r"tokens [\d,]+ [\d,]+ -([\d,]+)", lambda x: f"{round(x, -2):,.0f}"),
+    # one token in k: the rate of <unk>, to a whole percent, as one in k
+    ("02_data", rf"About one token in {W} is `<unk>`", r"total [\d,]+ [\d,]+ ([\d.]+%)", lambda x: in_words(round(1 / round(x, 2)))),
+    ("02_data", rf"already make up about {A} of the text", r"share of all tokens 10 ([\d.]+%)", a_fraction),
+    ("02_data", rf"the kept vocabulary covers about {N} of it", r"([\d.]+%) \(the vocabulary without <unk>\)", ".0%"),
+    # chapter 2: the bounds of the synthetic grammar
+    ("02_data", rf"nothing beats perplexity {N}\.", r"0 previous tokens: at best [\d.]+ nats per token, perplexity ([\d.]+)", ".1f"),
+    ("02_data", rf"brings the bound to {N}, two", r"1 previous token: at best [\d.]+ nats per token, perplexity ([\d.]+)", None),
+    ("02_data", rf"bound to [\d.]+, two to {N}, and", r"2 previous tokens: at best [\d.]+ nats per token, perplexity ([\d.]+)", None),
+    ("02_data", rf"a trigram can at best reach {N}, and", r"2 previous tokens: at best [\d.]+ nats per token, perplexity ([\d.]+)", None),
+    ("02_data", rf"the network of the coming chapters included, {N}\.", r"so the best possible perplexity is ([\d.]+)", None),
+    # ex-data-4: test tokens unseen in training, split by text and by position
+    ("02_data", rf"fewer test words are new to the model \({N} of the test tokens", r"every tenth text [\d,]+ [\d,]+ [\d,]+ ([\d.]+%)", None),
+    ("02_data", rf"of the test tokens against {N} by position", r"by position \(paper\) [\d,]+ [\d,]+ [\d,]+ ([\d.]+%)", None),
+    # chapter 3: sparsity; the trigram's training perplexity beside the paper's 31
+    ("03_ngrams", rf"the whole corpus, and {N} of the test tokens", r"test n-grams never seen in training 1 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)", None),
+    ("03_ngrams", rf"More than {A} of the test \*bigrams\*", r"(?<!\S)2 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)",
+     lambda x: "a quarter" if 1 / 4 < x < 1 / 3 else f"{x:.0%}"),
+    ("03_ngrams", rf"{W} trigrams in ten", r"(?<!\S)3 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)", lambda x: in_words(round(10 * x))),
+    ("03_ngrams", rf"and {N} of the 5-grams", r"(?<!\S)5 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)", ".0%"),
+    ("03_ngrams", rf"the paper reports {N} too", r"train perplexity ([\d.]+)", ".0f"),
+    # Kneser-Ney from order 3 to order 5, on the test set
+    ("03_ngrams", rf"helps Kneser-Ney by (less than one) percent", r"(?<!\S)3 [\d.]+ ([\d.]+) [\d.]+, [\d.]+, [\d.]+ 4 .*? 5 [\d.]+ ([\d.]+) [\d.]+,",
+     lambda kn3, kn5: "less than one" if 1 - kn5 / kn3 < 0.01 else f"{1 - kn5 / kn3:.1%}"),
+    ("03_ngrams", rf"With 500 classes instead of {N} words", rf"Brown: {BROWN_V};", None),
+    ("03_ngrams", rf"\$\|V\|\$ = {N} against 16,383", rf"Brown: {BROWN_V};", None),
+    # chapter 3: the samples
+    ("03_ngrams", rf"\(only {N} of the trigram's", r"τ = 1\.0, trigram : (\d+%) of the sampled", None),
+    ("03_ngrams", rf"trigram's and {N} of the 5-gram's occur", r"τ = 1\.0, Kneser-Ney 5-gram: (\d+%) of the sampled", None),
+    ("03_ngrams", rf"\((\w+ \w+) of the 5-gram's four-word stretches", r"τ = 0\.7, Kneser-Ney 5-gram: (\d+%) of the sampled",
+     lambda x: {2: "two thirds"}.get(round(3 * x), f"{x:.0%}")),
+    ("03_ngrams", rf"grows from {N} of the training tokens", r"\(<unk> is (\d+%) of the training tokens\)", None),
+    ("03_ngrams", rf"training tokens to {N} of the 5-gram's text",
+     r"τ = 0\.7, Kneser-Ney 5-gram: \d+% of the sampled 4-grams occur in training; <unk> is (\d+%)", None),
+    # chapter 3: the vocabulary of the largest resampled corpus
+    ("03_ngrams", rf"grows with the corpus \({N} words here\)", rf"100 million tokens: {BROWN_V}", lambda x: f"{round(x, -3):,.0f}"),
+    ("03_ngrams", rf"At \$\|V\| = {TEX}\$ the first", rf"100 million tokens: {BROWN_V}", lambda x: f"{round(x, -3):,.0f}"),
+    # ex-ngrams-2: add-one's probabilities (c(h .) + |V| for a context seen 10 times) and perplexity
+    ("03_ngrams", rf"Adding one to each of \$\|V\| = {TEX}\$", rf"Brown: {BROWN_V};", None),
+    ("03_ngrams", rf"only \$20/{TEX}\$ of the probability", rf"Brown: {BROWN_V};", lambda V: f"{V + 10:,.0f}"),
+    ("03_ngrams", rf"a test perplexity more than {W} times that of Kneser-Ney's", r"add-one bigram: test perplexity ([\d.]+); Kneser-Ney bigram: ([\d.]+)",
+     lambda add_one, kn: in_words(math.floor(add_one / kn))),
+    # ex-ngrams-3: the share of test 5-grams seen in training, with 200,000 tokens against 800,000
+    ("03_ngrams", rf"the share of seen test 5-grams roughly {W}", r"seen in training: ([\d.]+%) with 200,000 tokens, ([\d.]+%) with 800,000",
+     lambda small, full: {2: "halves"}.get(round(full / small), f"x{small / full:.2f}")),
+    # chapter 4, ex-arch-1: the AP News model's parameters, and the share of what one example touches
+    ("04_architecture", rf"says that {N} of the parameters \*one example touches\*", r"of which the output layer ([\d.]+%)", ".1%"),
+    ("04_architecture", rf"60 \\times 501 = {TEX}\$", r"AP News model: ([\d,]+) parameters", None),
+    ("04_architecture", rf"\+ h\)\$ of them, about {N};", r"output layer b, U, W [\d,]+ ([\d.]+%)", ".0%"),
+    ("04_architecture", rf"\$\|V\|\\,m\$, about {N};", r"feature table C [\d,]+ ([\d.]+%)", ".0%"),
+    ("04_architecture", rf"the hidden layer {A} of a percent", r"hidden layer H, d [\d,]+ ([\d.]+%)", lambda x: a_fraction(100 * x)),
+    ("04_architecture", rf"the output layer's share is {N}:", r"of which the output layer ([\d.]+%)", ".1%"),
+    # ex-arch-2: MLP1's multiply-adds per example and per epoch; the AP News model's
+    ("04_architecture", rf"For MLP1 that is {N} against", r"MLP1 on Brown: forward ([\d,]+) \+", None),
+    ("04_architecture", rf"For MLP1 that is [\d,]+ against {N} million", r"MLP1 on Brown: forward [\d,]+ \+ ([\d,]+)", lambda x: f"{x / 1e6:.1f}"),
+    ("04_architecture", rf"the output layer is {N} of the work",
+     r"MLP1 on Brown: forward [\d,]+ \+ [\d,]+ multiply-adds per example \(output layer ([\d.]+%)\)", ".1%"),
+    ("04_architecture", rf"example and \${N} \\times 10\^\{{13\}}\$ per epoch", r"training \(3x\) ([\d.]+e\+13)", lambda x: f"{x / 1e13:.1f}"),
+    ("04_architecture", rf"per epoch of Brown: about {N} minutes", r"training \(3x\) [\d.]+e\+13, ([\d,]+) minutes", lambda x: f"{round(x, -1):.0f}"),
+    ("04_architecture", rf"forward passes alone cost \${N} \\times 10\^\{{14\}}\$", r"one epoch: forward ([\d.]+e\+14)", lambda x: f"{x / 1e14:.1f}"),
+    # chapter 5: the gradient checks, as powers of ten (the exponent nearest the geometric mean of the errors)
+    ("05_backprop", rf"All relative errors are around \$10\^\{{(-\d+)\}}\$",
+     r"h=6, direct=True (\S+) (\S+) (\S+) (\S+) (\S+) (\S+) h=6, direct=False (\S+) (\S+) (\S+) (\S+) - (\S+) h=0, direct=True (\S+) - - - (\S+) (\S+)",
+     power_of_ten),
+    # the timings of the reference and the fast path: a cell nbval does not compare (timings vary), so these
+    # two read the run shown, which the prose describes as such
+    ("05_backprop", rf"The gap is {W} at \$K = 1\$", r"\(([\d.]+)x faster in place\) K = 128 [\d.]+ [\d.]+ [\d.]+ \(([\d.]+)x faster in place\)",
+     lambda k1, k128: "largest" if k1 > k128 else "smallest"),
+    ("05_backprop", rf"In the run shown, the middle column is even {W} than the reference at \$K = 1\$",
+     r"K = 1 ([\d.]+) ([\d.]+) [\d.]+ \(", lambda reference, middle: "slower" if middle > reference else "faster"),
+    # ex-backprop-2, ex-backprop-3, ex-backprop-4: relative errors of the checks (ex-backprop-2's table is a cell
+    # nbval does not compare: its rounding errors vary from machine to machine)
+    ("05_backprop", rf"the table's largest error is about \$10\^\{{(-\d+)\}}\$", r"(?<!\S)1e-05 (\d+e-\d+) 1e-06", power_of_ten),
+    ("05_backprop", rf"of only about \$10\^\{{(-\d+)\}}\$", r"initial dropped (\S+) (\S+) (\S+)", power_of_ten),
+    ("05_backprop", rf"the same bug gives a relative error of about {N}\.", r"random dropped (\S+) (\S+) (\S+)", alike(".1f")),
+    ("05_backprop", rf"each agrees to about \$10\^\{{(-\d+)\}}\$",
+     r"C (\S+) H1 (\S+) d1 (\S+) H2 (\S+) d2 (\S+) U (\S+) W (\S+) b (\S+)", power_of_ten),
+    # chapter 6: the synthetic runs against the grammar's bound
+    ("06_training", rf"How good is {N}\?", r"best valid ppl ([\d.]+)", None),
+    ("06_training", rf"the best possible perplexity on a long sample is {N}\.", r"on a long sample: ([\d.]+)", None),
+    ("06_training", rf"which differs a little from {N} because", r"on a long sample: ([\d.]+)", None),
+    ("06_training", rf"the networks are within {N} of the truth",
+     r"network, direct=True test perplexity ([\d.]+) network, direct=False test perplexity ([\d.]+) .*?the grammar itself test perplexity ([\d.]+)",
+     lambda a, b, truth: format(max(a, b) / truth - 1, ".0%")),
+    ("06_training", rf"of the truth \({N} and [\d.]+ against", r"network, direct=True test perplexity ([\d.]+)", None),
+    ("06_training", rf"of the truth \([\d.]+ and {N} against", r"network, direct=False test perplexity ([\d.]+)", None),
+    ("06_training", rf"and [\d.]+ against {N}\), the Kneser-Ney", r"the grammar itself test perplexity ([\d.]+)", None),
+    ("06_training", rf"the Kneser-Ney 5-gram {N} above it",
+     r"Kneser-Ney 5-gram test perplexity ([\d.]+) the grammar itself test perplexity ([\d.]+)", lambda kn, truth: format(kn / truth - 1, ".1%")),
+    ("06_training", rf"above it \({N}\)\.", r"Kneser-Ney 5-gram test perplexity ([\d.]+)", None),
+    ("06_training", rf"validation perplexity of {N} is", r"best valid ppl ([\d.]+)", None),
+    ("06_training", rf"validation perplexity of [\d.]+ is {N} bits per token", r"best valid ppl ([\d.]+)", lambda x: f"{math.log2(x):.2f}"),
+    # chapter 6: the samples that the grammar could produce
+    ("06_training", rf"and {N} of its sentences break the grammar", r"trigram: yesterday the .*? (\d+%) of the \d+ whole sentences", lambda x: format(1 - x, ".0%")),
+    ("06_training", rf"\({N} and [\d]+% of their sentences are", r"Kneser-Ney 5-gram: yesterday the .*? (\d+%) of the \d+ whole sentences", None),
+    ("06_training", rf"\(\d+% and {N} of their sentences are", r"network: yesterday the .*? (\d+%) of the \d+ whole sentences", None),
+    # chapter 6: seconds per epoch of the Brown slice
+    ("06_training", rf"The seconds per epoch \({N} to \d+ on our",
+     r"seconds 1 [\d.]+ [\d.]+ (\d+) 2 [\d.]+ [\d.]+ (\d+) 3 [\d.]+ [\d.]+ (\d+) 4 [\d.]+ [\d.]+ (\d+)", lambda *s: f"{min(s):.0f}"),
+    ("06_training", rf"The seconds per epoch \(\d+ to {N} on our",
+     r"seconds 1 [\d.]+ [\d.]+ (\d+) 2 [\d.]+ [\d.]+ (\d+) 3 [\d.]+ [\d.]+ (\d+) 4 [\d.]+ [\d.]+ (\d+)", lambda *s: f"{max(s):.0f}"),
+    # chapter 6: how far the rate falls (the table of ex-training-1)
+    ("06_training", rf"the rate falls to about {A} of \$\\varepsilon_0\$ after 6 Brown epochs", r"r = 1e-4, 6 epochs [\d,]+ ([\d.]+)", a_fraction),
+    ("06_training", rf"and {A} after 30, the most a row may train", r"r = 1e-4, 30 epochs [\d,]+ ([\d.]+)", a_fraction),
+    # ex-training-1
+    ("06_training", rf"the paper's rate falls by only {N} in 20 epochs", r"paper, Brown: K = 1, r = 1e-8, 20 epochs [\d,]+ ([\d.]+)",
+     lambda x: format(1 - x, ".0%")),
+    ("06_training", rf"on AP News by {N} in 5", r"paper, AP News: K = 1, r = 1e-8, 5 epochs [\d,]+ ([\d.]+)", lambda x: format(1 - x, ".0%")),
+    ("06_training", rf"\$r = 1/\({N} \\times 10\^7\)", r"paper, Brown: K = 1, r = 1e-8, 20 epochs ([\d,]+)", lambda t: f"{t / 1e7:.1f}"),
+    ("06_training", rf"= {N} \\times 10\^\{{-8\}}\$", r"r = ([\d.]+)e-08: eps_t / eps_0 = 0\.500", None),
+    ("06_training", rf"practically constant \({N} updates in 20 epochs\)", r"K = 128, r = 1e-8, 20 Brown epochs ([\d,]+)", None),
+    ("06_training", rf"after 6 epochs the rate is about {A} of the initial one", r"r = 1e-4, 6 epochs [\d,]+ ([\d.]+)", a_fraction),
+    ("06_training", rf"the most a row may train, about {A}\.", r"r = 1e-4, 30 epochs [\d,]+ ([\d.]+)", a_fraction),
+    # ex-training-2: what a weight keeps over one epoch
+    ("06_training", rf"size, \$T\$ the number of updates: {N} in the paper's Brown setting",
+     r"paper on Brown, lambda = 1e-4 [\d,]+ updates per epoch: a weight keeps ([\d.]+)", ".0%"),
+    ("06_training", rf"{N} in our synthetic runs", r"synthetic, K = 32, lambda = 1e-4 [\d,]+ updates per epoch: a weight keeps ([\d.]+)", ".0%"),
+    # 0.105 sits halfway between 10% and 11%: the printed number (in binary 0.10499...) gives 10%, as the prose says;
+    # the exact (1 - 0.3 * 0.01) ** 750 = 0.10502 would give 11%
+    ("06_training", rf"and only {N} with \$\\lambda = 10\^\{{-2\}}\$", r"synthetic, K = 32, lambda = 1e-2 [\d,]+ updates per epoch: a weight keeps ([\d.]+)", ".0%"),
+    # ex-training-3 (its statement): the updates of the K = 1 and K = 32 runs
+    ("06_training", rf"examples in {N} updates at", r"K = 1, lr 0\.01: ([\d,]+) updates", None),
+    ("06_training", rf"with \$K = 32\$ \({N} updates\)", r"K = 32, lr [\d.]+: ([\d,]+) updates", None),
+    # ex-training-4: the rescaled model
+    ("06_training", rf"at a finite scale, \$s = {N}\$", r"the best scale is s = .*? = ([\d.]+)", None),
+    ("06_training", rf"\\lVert C\\rVert\^2 = {N}\$ against", r"at initialization, ([\d.]+) against [\d.]+ after T", None),
+    ("06_training", rf"\\lVert W\\rVert\^2 = {N}\$\. Training has not settled", r"at initialization, [\d.]+ against ([\d.]+) after T", None),
+    ("06_training", rf"over the \$T = {TEX}\$ updates", r"after T = ([\d,]+) updates", None),
+    ("06_training", rf"\\varepsilon\\lambda T = {N}\$", r"eps lambda T = ([\d.]+):", None),
+    ("06_training", rf"\\lambda T\}} = {N}\$", r"exp\(-2 eps lambda T\) = ([\d.]+)", None),
+    ("06_training", rf"from {N} against [\d.]+ at initialization", r"\|W\|\^2: ([\d.]+) against [\d.]+ at initialization", None),
+    ("06_training", rf"from [\d.]+ against {N} at initialization", r"\|W\|\^2: [\d.]+ against ([\d.]+) at initialization", None),
+    # ex-training-5 (and its statement: the table of epochs): both loops stop after the same epoch
+    ("06_training", rf"the validation perplexity {W} from epoch 6 to epoch 7", r"(?<!\S)6 [\d.]+ ([\d.]+) 0\.3000 7 [\d.]+ ([\d.]+) 0\.3000",
+     lambda e6, e7: "rises" if e7 > e6 else "falls"),
+    ("06_training", rf"Both stop after epoch {N},", r"stopped after epoch (\d+),", None),
+    ("06_training", rf"after epoch \d+, worse than epoch {N},", r"kept the parameters of epoch (\d+)", None),
+    ("06_training", rf"go back to the parameters of epoch {N}:", r"kept the parameters of epoch (\d+)", None),
+    # chapter 7: the cost model against the measurements; the exactness of the MPI run
+    ("07_parallel", rf"\(it predicts {N} against", r"K = 128: model speedup at M = 2 ([\d.]+)", None),
+    ("07_parallel", rf"it matches the measurement \({N}\)", r"K = 1: model speedup at M = 2 ([\d.]+) \(measured \1\)", None),
+    ("07_parallel", rf"to better than \$10\^\{{(-\d+)\}}\$ relative in the run above",
+     r"max \|parallel - serial\| / max \|serial\| < 1e-(\d+): True", lambda k: f"-{k:.0f}"),
+    # ex-parallel-1: what travels per update, MLP1 at K = 1 and 128
+    ("07_parallel", rf"the output-block algorithm sends {N} kB", r"MLP1, \|V\| = 16,383 1 ([\d.]+) kB", None),
+    ("07_parallel", rf"gradient averaging sends {N} MB", r"MLP1, \|V\| = 16,383 1 [\d.]+ kB ([\d.]+) MB", ".0f"),
+    ("07_parallel", rf"\$K = 128\$, {N} kB against", r"MLP1, \|V\| = 16,383 128 ([\d.]+) kB", ".0f"),
+    ("07_parallel", rf"kB against the same {N} MB", r"MLP1, \|V\| = 16,383 128 [\d.]+ kB ([\d.]+) MB", ".0f"),
+    ("07_parallel", rf"that is {A} of a second of transfer", r"output-block messages ([\d.]+) s,", a_fraction),
+    ("07_parallel", rf"and about {N} minutes for the gradients", r"gradients (\d+) minutes", None),
+    # ex-parallel-2 (and its statement): the paper's arithmetic
+    ("07_parallel", rf"\(\$f = {N}\$, the output layer's share", r"paper's arithmetic, AP model \(([\d.]+)\)", None),
+    ("07_parallel", rf"The limit is \$1/\(1 - f\)\$: {N} for the paper's model", r"paper's arithmetic, AP model \([\d.]+\) [\d.]+ ([\d.]+)", ".0f"),
+    ("07_parallel", rf"\$M \\le \(1\.25 - f\)/\(1 - f\)\$: {N} processes", r"paper's arithmetic, AP model \([\d.]+\) [\d.]+ [\d.]+ (\d+)", None),
+    # ex-parallel-3, ex-parallel-4: |V| = 47 over 40 ranks
+    ("07_parallel", rf"and the {N} ranks left get none", r"speedup bound 47 40 \d+ (\d+) ", None),
+    ("07_parallel", rf"on the output layer's speedup \({N} here, not 40\)", r"speedup bound 47 40 \d+ \d+ ([\d.]+)", None),
+    ("07_parallel", rf"40 CPUs leave {N} of them without a unit", r"speedup bound 47 40 \d+ (\d+) ", None),
+    # chapter 8: the headline figure both ways (ex-results-1's table)
+    ("08_results", rf"the network's is {N} lower\)", r"paper: best mix [\d.]+; best n-gram [\d.]+% above it \(the mix ([\d.]+%) below\)", ".0%"),
+    ("08_results", rf"312 \(class-based\) is {N} above 252", r"paper: best mix [\d.]+; best n-gram ([\d.]+%) above it", ".0%"),
+    ("08_results", rf"252 is {N} below 312", r"paper: best mix [\d.]+; best n-gram [\d.]+% above it \(the mix ([\d.]+%) below\)", ".0%"),
+    ("08_results", rf"Against Kneser-Ney \(321\): {N} above", r"paper: best mix .*?, Kneser-Ney 5 ([\d.]+%) above", ".0%"),
+    ("08_results", rf"\(321\): [\d.]+% above, {N} below", r"paper: best mix .*?, Kneser-Ney 5 [\d.]+% above \(([\d.]+%) below\)", None),
+    # chapter 8: how long the rows trained (the table of the runs, in words)
+    *[("08_results", pattern, TABLE1_RUNS, fmt) for pattern, fmt in [
+        (rf"Early stopping ended every row, after {W} to", lambda *g: in_words(min(g[0::2]))),
+        (rf"after \w+ to {W} epochs, with the best epoch", lambda *g: in_words(max(g[0::2]))),
+        (rf"with the best epoch the {W} to the", lambda *g: nth(min(g[1::2]))),
+        (rf"with the best epoch the \w+ to the {W} \(the paper", lambda *g: nth(max(g[1::2]))),
+        (rf"ours had their best epochs between the {W} and", lambda *g: nth(min(g[1::2]))),
+        (rf"best epochs between the \w+ and the {W}\.", lambda *g: nth(max(g[1::2]))),
+        (rf"several times the {W} to \S+ epochs each row took", lambda *g: in_words(min(g[0::2]))),
+        (rf"several times the \w+ to {W} epochs each row took", lambda *g: in_words(max(g[0::2]))),
+        (rf"at most thirty: {W} to", lambda *g: in_words(min(g[0::2]))),
+        (rf"at most thirty: \w+ to {W} per row", lambda *g: in_words(max(g[0::2]))),
+    ]],
+    ("08_results", rf"reached its lowest value, [\d.]+, at the {W} epoch", r"MLP9 \d+ (?:yes|no) (\d+) ", nth),
+    ("08_results", rf"had fallen from 1 to [\d.]+ after {N} updates", r"MLP9 \d+ (?:yes|no) \d+ ([\d,]+) ", None),
+    # chapter 8: MLP1 with and without direct connections (the first epoch below 290; the best epochs)
+    ("08_results", rf"below 290 on validation after {W} epochs", r"MLP1 \(direct\) \d+ \d+ \S+ \S+ (\S+) ", in_words),
+    ("08_results", rf"where without them it takes {W}, and", r"MLP1-ND \(no direct\) \d+ \d+ \S+ \S+ (\S+) ", in_words),
+    ("08_results", rf"But both runs had their best epoch at the {W}, and",
+     r"MLP1 \(direct\) \d+ (\d+) .*? MLP1-ND \(no direct\) \d+ (\d+) ", lambda *best: "/".join(sorted({nth(b) for b in best}))),
+    ("08_results", rf"got to its best validation perplexity first: {W} epochs of", r"MLP1-ND \(no direct\) \d+ (\d+) ", in_words),
+    # chapter 8: the central claim, the figures FIGURES does not read (the tables print them)
+    ("08_results", rf"nearly as good as the trigram, −{N} against", claim_row(AV, 8000, "network, C fixed at random", "ordinary"), None),
+    ("08_results", rf"as good as the trigram, −[\d.]+ against −{N}\)", claim_row(AV, 8000, "interpolated trigram", "ordinary"), None),
+    ("08_results", rf"below the interpolated trigram \(−{N}\)", claim_row(AV, 40000, "interpolated trigram", "removed"), None),
+    ("08_results", rf"far above the 5-gram \(−{N}\)", claim_row(AV, 40000, "Kneser-Ney 5-gram", "removed"), None),
+    ("08_results", rf"it is the best model \(−{N}\)", claim_row(AV, 40000, "network, C learned", "ordinary"), None),
+    ("08_results", rf"they lose to the learned table \(−{N} against", claim_row(AV, 40000, "network, C fixed by PCA", "ordinary"), None),
+    ("08_results", rf"against −{N} at 40,000 tokens\)", claim_row(AV, 40000, "network, C learned", "ordinary"), None),
+    ("08_results", rf"and −{N} with 40,000 tokens\)", claim_row(TA, 40000, "network, C learned", "after"), None),
+    ("08_results", rf"random fixed features \(−{N} and", claim_row(TA, 8000, "network, C fixed at random", "after"), None),
+    ("08_results", rf"random fixed features \(−[\d.]+ and −{N}\)", claim_row(TA, 40000, "network, C fixed at random", "after"), None),
+    # the network's margin on new trigrams (the groups by near neighbours): the mean of the two
+    ("08_results", rf"wins on the unseen ones by about {N} nats",
+     r"substitutes: near neighbours in C .*? unseen; seen with a substitute [\d.]+% [-\d.]+ [-\d.]+ \+([\d.]+) \d+% "
+     r"unseen; not even with a substitute [\d.]+% [-\d.]+ [-\d.]+ \+([\d.]+)",
+     lambda a, b: f"{(a + b) / 2:.2f}"),
+    # chapter 8: minibatches, same step per example against K = 1: the largest gap over the four epochs
+    ("08_results", rf"tracks the paper's \$K = 1\$ run within {N} at every epoch",
+     r"epoch 1 ([\d.]+) ([\d.]+) [\d.]+ epoch 2 ([\d.]+) ([\d.]+) [\d.]+ epoch 3 ([\d.]+) ([\d.]+) [\d.]+ epoch 4 ([\d.]+) ([\d.]+) [\d.]+ minutes",
+     lambda *v: format(max(abs(same / k1 - 1) for k1, same in zip(v[0::2], v[1::2])), ".1%")),
+    # chapter 8: the trials beyond the paper
+    ("08_results", rf"SGD reaches the lowest validation perplexity \({N} after three epochs\)", trial("sgd", "valid 3"), ".0f"),
+    ("08_results", rf"little in so short a run \({N}\)", trial("sgd_dropout", "valid 3"), ".0f"),
+    ("08_results", rf"a training perplexity of {N} after three epochs", trial("adam", "train 3"), ".0f"),
+    ("08_results", rf"after three epochs, against {N} for SGD", trial("sgd", "train 3"), ".0f"),
+    # 421.5 sits halfway: the trial's file (beyond_trials/trial_adam.json) has 421.54, which rounds to 422 as here
+    ("08_results", rf"after the second epoch \({N} then", trial("adam", "valid 2"), ".0f"),
+    ("08_results", rf"after the second epoch \([\d.]+ then {N}\)", trial("adam", "valid 3"), ".0f"),
+    ("08_results", rf"Dropout slows that \({N} then", trial("adam_dropout", "valid 2"), ".0f"),
+    ("08_results", rf"Dropout slows that \([\d.]+ then {N}\)", trial("adam_dropout", "valid 3"), ".0f"),
+    # chapter 8: the row beyond the paper, its epochs in words
+    ("08_results", rf"fell to [\d.]+ at the {W} epoch", r"\(\d+ min training, \d+ epochs, best epoch (\d+)\)", nth),
+    ("08_results", rf"stayed above it for the next {W} \(", r"\(\d+ min training, (\d+) epochs, best epoch (\d+)\)", lambda runs, best: in_words(runs - best)),
+    ("08_results", rf"ended the run after {W} epochs and kept", r"\(\d+ min training, (\d+) epochs, best epoch \d+\)", in_words),
+    ("08_results", rf"and kept the {W} epoch's parameters", r"\(\d+ min training, \d+ epochs, best epoch (\d+)\)", nth),
+    ("08_results", rf"per row \(10 to 20 in the paper\), {W} for the row beyond", r"\(\d+ min training, (\d+) epochs, best epoch \d+\)", in_words),
+    # ex-results-3: the arithmetic rates, D = h + (n-1)m, MLP9's fastest epoch
+    ("08_results", rf"\(MLP9's epochs took {N} to", r"MLP9: D = \d+, [\d.]+ TFLOP per epoch, (\d+) s,", None),
+    ("08_results", rf"\(MLP1, MLP3, MLP5: {N}, \d+, \d+\)", r"MLP1: D = (\d+),", None),
+    ("08_results", rf"\(MLP1, MLP3, MLP5: \d+, {N}, \d+\)", r"MLP3: D = (\d+),", None),
+    ("08_results", rf"\(MLP1, MLP3, MLP5: \d+, \d+, {N}\)", r"MLP5: D = (\d+),", None),
+    ("08_results", rf"used the machine best, at about {N} GFLOP/s",
+     " ".join(rf"{r}: D = \d+, [\d.]+ TFLOP per epoch, \d+ s, the fastest epoch: ([\d.]+) GFLOP/s" for r in ("MLP1", "MLP3", "MLP5")),
+     lambda *rates: "/".join(sorted({f"{round(x, -1):.0f}" for x in rates}))),
+    ("08_results", rf"the smallest \$D\$ \({N} and \d+\)", r"MLP7: D = (\d+),", None),
+    ("08_results", rf"the smallest \$D\$ \(\d+ and {N}\)", r"MLP9: D = (\d+),", None),
+    ("08_results", rf"fall short \(about {N}\)",
+     " ".join(rf"{r}: D = \d+, [\d.]+ TFLOP per epoch, \d+ s, the fastest epoch: ([\d.]+) GFLOP/s" for r in ("MLP7", "MLP9")),
+     lambda *rates: "/".join(sorted({f"{round(x, -1):.0f}" for x in rates}))),
+    # chapter 9: the synthetic grammar's classes and the m = 2 model
+    ("09_embeddings", rf"Each of its {N} words belongs to one class", r"(\d+) words with a class", None),
+    ("09_embeddings", rf"The validation perplexity settles near {N}\.", r"epoch 10 train ppl [\d.]+ valid ppl ([\d.]+)", ".1f"),
+    # chapter 9: neighbours on Brown
+    ("09_embeddings", rf"\*could\* next to every other modal verb, all above {N}\.",
+     r"could: " + ", ".join([r"\S+ \(([\d.]+)\)"] * 6), lambda *s: format(math.floor(10 * min(s)) / 10, ".1f")),
+    ("09_embeddings", rf"among the modal verbs, every neighbour at {N} or above",
+     r"can \( ?[\d,]+ times\): " + ", ".join([r"\S+ \(([\d.]+)\)"] * 8) + r" may \( ?[\d,]+ times\): " + ", ".join([r"\S+ \(([\d.]+)\)"] * 8),
+     lambda *s: f"{min(s):.2f}"),
+    ("09_embeddings", rf"\*bank\*, seen {N} times", r"bank \( ?(\d+) times\)", None),
+    # chapter 9: the rule for unknown words, on the synthetic grammar
+    ("09_embeddings", rf"on the synthetic grammar it is worse \(−{N} against", r"C\(j\), the word's own vector -([\d.]+)", None),
+    ("09_embeddings", rf"it is worse \(−[\d.]+ against −{N}\)", r"C\(j'\), another unknown word's -([\d.]+)", None),
+    # ex-emb-1
+    ("09_embeddings", rf"on the last snapshot: {N} against", r"euclidean: ([\d.]+) cosine: [\d.]+", None),
+    ("09_embeddings", rf"on the last snapshot: [\d.]+ against {N} with cosine", r"euclidean: [\d.]+ cosine: ([\d.]+)", None),
+    # ex-emb-2: h = 30 against h = 0
+    ("09_embeddings", rf"\({N} against [\d.]+ after 200\)", r"after 200 updates: agreement h = 30 [\d.]+, h = 0 ([\d.]+)", None),
+    ("09_embeddings", rf"\([\d.]+ against {N} after 200\)", r"after 200 updates: agreement h = 30 ([\d.]+),", None),
+    ("09_embeddings", rf"catches up by 1,000 updates \({N} for both\)", r"after 1,000 updates: agreement h = 30 ([\d.]+), h = 0 ([\d.]+)", alike(".2f")),
+    ("09_embeddings", rf"about the same level \({N} against", r"after 7,500 updates: agreement h = 30 [\d.]+, h = 0 ([\d.]+)", None),
+    ("09_embeddings", rf"about the same level \([\d.]+ against {N}\)", r"after 7,500 updates: agreement h = 30 ([\d.]+),", None),
+    ("09_embeddings", rf"best validation perplexity is {N} without it", r"best validation perplexity: h = 30 [\d.]+, h = 0 ([\d.]+)", None),
+    ("09_embeddings", rf"without it, {N} with it", r"best validation perplexity: h = 30 ([\d.]+),", None),
+    # ex-emb-3: the shares of variance of the m = 30 table
+    ("09_embeddings", rf"The first two explain {N} of the variance", r"first two together: ([\d.]+%)", None),
+    ("09_embeddings", rf"\(the first about {N} of it", r"components 1-10: \[([\d.]+)", ".0%"),
+    ("09_embeddings", rf"the tenth component still explains {N}\.", r"components 1-10: \[(?:[\d.]+ +){9}([\d.]+)\]", ".1%"),
+    ("09_embeddings", rf"misses nearly (\w+ \w+) of the variance", r"first two together: ([\d.]+%)",
+     lambda x: {3: "three quarters"}.get(round(4 * (1 - x)), f"{1 - x:.0%}")),
+    # chapter 10: the Brown runs, one method against the full softmax (CPU time)
+    ("10_output_layers", rf"the same split and vocabulary \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
+    ("10_output_layers", rf"one dot product instead of {N},", rf"corpus brown: {BROWN_V}", None),
+    ("10_output_layers", rf"the same initial parameters, examples and schedule give the same validation perplexities, epoch by epoch \([\d.]+, [\d.]+, {N};",
+     brown_row("full", "valid"), None),
+    ("10_output_layers", rf"we measure {N} to \d+ times faster training", brown_row("class-frequency", "x full"), ".0f"),
+    ("10_output_layers", rf"we measure \d+ to {N} times faster training", brown_row("class-exchange", "x full"), ".0f"),
+    ("10_output_layers", rf"and {N} to \d+ times faster evaluation\. The perplexity holds", brown_row("class-frequency", "eval x full"), ".0f"),
+    ("10_output_layers", rf"and \d+ to {N} times faster evaluation\. The perplexity holds", brown_row("class-exchange", "eval x full"), ".0f"),
+    ("10_output_layers", rf"The perplexity holds: {N} above the full softmax's", brown_row("class-frequency", "test / full"), lambda x: format(x - 1, ".0%")),
+    ("10_output_layers", rf"with frequency binning and {N} \*below\* it", brown_row("class-exchange", "test / full"), lambda x: format(1 - x, ".0%")),
+    ("10_output_layers", rf"\*\*Tree softmax\.\*\* {N} times faster training",
+     brown_row("tree-huffman", "x full") + " " + brown_row("tree-cluster", "x full"), alike(".0f")),
+    ("10_output_layers", rf"and {N} to \d+ times faster evaluation\. The Huffman", brown_row("tree-huffman", "eval x full"), ".0f"),
+    ("10_output_layers", rf"and \d+ to {N} times faster evaluation\. The Huffman", brown_row("tree-cluster", "eval x full"), ".0f"),
+    ("10_output_layers", rf"The Huffman tree costs {N} in perplexity", brown_row("tree-huffman", "test / full"), lambda x: format(x - 1, ".0%")),
+    ("10_output_layers", rf"the clustered tree {N}\. The count", brown_row("tree-cluster", "test / full"), lambda x: format(x - 1, ".1%")),
+    ("10_output_layers", rf"\(the paths are {N} to", r"tree-huffman ([\d.]+) \d+ [\d.]+ [\d.]+ [\d.]+", ".0f"),
+    ("10_output_layers", rf"\(the paths are \d+ to {N} nodes long", r"tree-cluster ([\d.]+) \d+ [\d.]+ [\d.]+ [\d.]+", ".0f"),
+    ("10_output_layers", rf"\{{cite\}}`bengio2003importance`\. {N} to \d+ times faster training", brown_row("is-adaptive", "x full"), ".0f"),
+    ("10_output_layers", rf"\{{cite\}}`bengio2003importance`\. \d+ to {N} times faster training", brown_row("is", "x full"), ".0f"),
+    ("10_output_layers", rf"the perplexity is {N} worse with the unigram proposal", brown_row("is", "test / full"), lambda x: format(x - 1, ".0%")),
+    ("10_output_layers", rf"and {N} worse with the adaptive one", brown_row("is-adaptive", "test / full"), lambda x: format(x - 1, ".0%")),
+    ("10_output_layers", rf"\(validation {N}, \d+, \d+ for the unigram proposal\)", brown_row("is", "valid"), ".0f"),
+    ("10_output_layers", rf"and a perplexity {N} above the full softmax's", brown_row("is-target", "test / full"), lambda x: format(x - 1, ".1%")),
+    ("10_output_layers", rf"\{{cite\}}`mnih2012`\. {N} times faster training", brown_row("nce", "x full"), ".0f"),
+    ("10_output_layers", rf"faster training with {N} noise words", r"(?<!\S)nce ([\d.]+) [\d,]+ \d+x", lambda rows: f"{rows - 1:.0f}"),
+    ("10_output_layers", rf"about 45 times\); {N} above the full softmax's", brown_row("nce", "test / full"), lambda x: format(x - 1, ".0%")),
+    ("10_output_layers", rf"still falling faster \(\d+, \d+, {N}\)", brown_row("nce", "valid"), ".0f"),
+    # chapter 10: why the cheap layers are not cheaper (the count of multiply-adds; classes in a batch)
+    ("10_output_layers", rf"promised a factor of {N} for the", r"(?<!\S)class-frequency [\d.]+ [\d,]+ (\d+)x", None),
+    ("10_output_layers", rf"softmax and {N} for the tree; we", r"tree-huffman [\d.]+ [\d,]+ (\d+)x [\d.]+x tree-cluster [\d.]+ [\d,]+ (\d+)x",
+     lambda *bounds: "/".join(sorted({f"{round(b, -1):.0f}" for b in bounds}))),
+    ("10_output_layers", rf"we measured {N} and \d+\. With", r"(?<!\S)class-frequency [\d.]+ [\d,]+ \d+x ([\d.]+)x", ".0f"),
+    # 16.5 sits halfway (here and in the tree's row above): output_layers.json has 16.47
+    ("10_output_layers", rf"we measured \d+ and {N}\. With", r"tree-huffman [\d.]+ [\d,]+ \d+x ([\d.]+)x", ".0f"),
+    ("10_output_layers", rf"with {N} classes of equal probability", r"of the tokens\): \d+ of (\d+)", None),
+    ("10_output_layers", rf"of equal probability, about {N} of them", r"of the tokens\): (\d+) of \d+", None),
+    ("10_output_layers", rf"so it reads some {N} of \$U\$", r"of the tokens\): (\d+) of (\d+)", lambda present, n: format(round(present / n, 1), ".0%")),
+    ("10_output_layers", rf"about {N} of the full softmax's work", r"(?<!\S)full ([\d.]+%) [\d.]+ [\d.]+", lambda f: format(1 - f, ".0%")),
+    # chapter 10: self-normalization; the synthetic demonstration (log Z near 47, six times) is a cell nbval does not
+    # compare, as importance sampling's runaway scores vary in their digits: these rows read the run shown
+    ("10_output_layers", rf"\(\$\\log Z\$ near {N}\)", r"importance sampling -?[\d.]+ [\d.]+ ([\d.]+) [\d.]+", ".0f"),
+    ("10_output_layers", rf"its exact perplexity is {W} times the full softmax's",
+     r"full softmax [\d.]+ ([\d.]+) importance sampling -?[\d.]+ ([\d.]+)", lambda full, sampled: in_words(round(sampled / full))),
+    ("10_output_layers", rf"its mean \$\\log Z\$ over the test contexts is {N},", r"(?<!\S)nce ([-\d.]+) [\d.]+ [\d.]+ [\d.]+ [\d.]+ [\d,]+", None),
+    ("10_output_layers", rf"gives a perplexity of {N} against the exact", r"(?<!\S)nce [-\d.]+ [\d.]+ [\d.]+ [\d.]+ ([\d.]+) [\d,]+", ".0f"),
+    ("10_output_layers", rf"against the exact {N} \(", r"(?<!\S)nce [-\d.]+ [\d.]+ [\d.]+ ([\d.]+) [\d.]+ [\d,]+", ".0f"),
+    ("10_output_layers", rf"against the exact \d+ \({N} optimistic", r"(?<!\S)nce [-\d.]+ [\d.]+ [\d.]+ ([\d.]+) ([\d.]+) [\d,]+",
+     lambda exact, self_normalized: format(1 - self_normalized / exact, ".0%")),
+    ("10_output_layers", rf"optimistic, \$e\^\{{{N}\}}\$ on average", r"(?<!\S)nce ([-\d.]+) [\d.]+ [\d.]+ [\d.]+ [\d.]+ [\d,]+", None),
+    ("10_output_layers", rf"ends with \$\\log Z\$ near {N}:",
+     r"(?<!\S)is ([-\d.]+) [\d.]+ [\d.]+ [\d.]+ [\d.]+ [\d,]+ is-adaptive ([-\d.]+) [\d.]+ [\d.]+ [\d.]+ [\d.]+ [\d,]+", alike(".0f")),
+    # chapter 10: the classes and trees built on Brown
+    ("10_output_layers", rf"The same number of classes, {N}, two ways", r"class-frequency (\d+) [\d,]+ [\d.]+ [\d.]+ [\d.]+ class-exchange (\d+)", alike(".0f")),
+    ("10_output_layers", rf"\(the largest holds {N} words\)", r"class-frequency \d+ ([\d,]+) [\d.]+ [\d.]+ [\d.]+", None),
+    ("10_output_layers", rf"the exchange algorithm's largest holds {N}\.", r"class-exchange \d+ ([\d,]+) [\d.]+ [\d.]+ [\d.]+", None),
+    ("10_output_layers", rf"Both cost about {N} rows per training", r"class-frequency \d+ [\d,]+ ([\d.]+) [\d.]+ [\d.]+ class-exchange \d+ [\d,]+ ([\d.]+)",
+     lambda *rows: "/".join(sorted({f"{round(r, -1):.0f}" for r in rows}))),
+    ("10_output_layers", rf"holds about 1/{N} of the training tokens", r"class-frequency (\d+) [\d,]+ [\d.]+ [\d.]+ [\d.]+", None),
+    ("10_output_layers", rf"slower with frequency binning \({N} against", brown_row("class-frequency", "eval x full"), ".0f"),
+    ("10_output_layers", rf"slower with frequency binning \(\d+ against {N} times", brown_row("class-exchange", "eval x full"), ".0f"),
+    ("10_output_layers", rf"the better model: {N} lower perplexity than frequency binning",
+     r"class-frequency \d+ [\d,]+ [\d.]+ ([\d.]+) [\d.]+ class-exchange \d+ [\d,]+ [\d.]+ ([\d.]+)", lambda freq, exch: format(1 - exch / freq, ".0%")),
+    ("10_output_layers", rf"comes within {N} of the full softmax for", brown_row("tree-cluster", "test / full"), lambda x: format(x - 1, ".1%")),
+    ("10_output_layers", rf"the full softmax for {N} longer paths",
+     r"tree-huffman ([\d.]+) \d+ [\d.]+ [\d.]+ [\d.]+ tree-cluster ([\d.]+)", lambda huffman, clustered: format(clustered / huffman - 1, ".0%")),
+    ("10_output_layers", rf"longer paths \({N} against", r"tree-cluster [\d.]+ \d+ ([\d.]+) [\d.]+ [\d.]+", None),
+    ("10_output_layers", rf"longer paths \([\d.]+ against {N} nodes\)", r"tree-huffman [\d.]+ \d+ ([\d.]+) [\d.]+ [\d.]+", None),
+    # chapter 10: the output-block algorithm with a cheap output layer
+    ("10_output_layers", rf"parallelizes {N} of the arithmetic", r"(?<!\S)full ([\d.]+%) [\d.]+ [\d.]+", ".0%"),
+    ("10_output_layers", rf"the bound for two processes falls to {N} to", r"tree-huffman [\d.]+% ([\d.]+) [\d.]+", None),
+    ("10_output_layers", rf"the bound for two processes falls to [\d.]+ to {N},", r"(?<!\S)nce [\d.]+% ([\d.]+) [\d.]+", None),
+    # chapter 10: the energy network on a slice of Brown
+    ("10_output_layers", rf"On a vocabulary of {N} words the energy", r"brown\[slice [\d/]+\]: \|V\| = (\d{1,3}(?:,\d{3})*)", None),
+    ("10_output_layers", rf"the energy network trained {N} times more slowly",
+     r"paper's \(MLP9\) [\d,]+ ([\d,]+) [\d.]+ [\d.]+ [\d.]+ [\d.]+ energy [\d,]+ ([\d,]+)", lambda paper, energy: f"{paper / energy:.0f}"),
+    ("10_output_layers", rf"its test perplexity is {N} higher", r"energy [\d,]+ [\d,]+ [\d.]+ [\d.]+ [\d.]+ ([\d.]+)", lambda x: format(x - 1, ".0%")),
+    ("10_output_layers", rf"\({N} against [\d.]+, with fewer parameters", r"energy [\d,]+ [\d,]+ [\d.]+ [\d.]+ ([\d.]+) [\d.]+", None),
+    ("10_output_layers", rf"\([\d.]+ against {N}, with fewer parameters", r"paper's \(MLP9\) [\d,]+ [\d,]+ [\d.]+ [\d.]+ ([\d.]+) [\d.]+", None),
+    # chapter 10: tied embeddings on the synthetic grammar
+    ("10_output_layers", rf"for seed 0, {N} against", r"(?<!\S)0 U = C [\d,]+ ([\d.]+)", ".2f"),
+    ("10_output_layers", rf"for seed 0, [\d.]+ against {N}\)", r"(?<!\S)0 own U [\d,]+ ([\d.]+)", ".2f"),
+    ("10_output_layers", rf"After ten epochs the two are within {N} of each other",
+     " ".join(rf"{s} own U [\d,]+ [\d.]+ ([\d.]+) {s} U = C [\d,]+ [\d.]+ ([\d.]+)" for s in (0, 1, 2)),
+     lambda *v: format(max(abs(tied / own - 1) for own, tied in zip(v[0::2], v[1::2])), ".1%")),
+    ("10_output_layers", rf"with {A} fewer parameters", r"U = C ([\d,]+) .*? own U ([\d,]+)", lambda tied, own: a_fraction(1 - tied / own)),
+    ("10_output_layers", rf"fewer parameters \({N} against", r"U = C ([\d,]+)", None),
+    ("10_output_layers", rf"fewer parameters \([\d,]+ against {N}\)", r"own U ([\d,]+)", None),
+    ("10_output_layers", rf"A grammar of {N} words says little", r"synthetic grammar, \|V\| = (\d+);", None),
+    # chapter 10: the two trees on the synthetic corpus (the paths printed as L and R)
+    ("10_output_layers", rf"In the clustered tree the words of a class share the first steps of their paths: the animals all start with (\w+),",
+     r"cat Huffman \S+ clustered (\S+) dog Huffman \S+ clustered (\S+) horse Huffman \S+ clustered (\S+)", lambda *p: os.path.commonprefix(p)),
+    ("10_output_layers", rf"\*kitchen\* and \*garden\* part after the {W} step",
+     r"kitchen Huffman (\S+) clustered \S+ garden Huffman (\S+)", lambda a, b: nth(first_split(a, b))),
+    ("10_output_layers", rf"about as frequent as each other, share {W}\.", r"dog Huffman (\S+) clustered \S+ horse Huffman (\S+)",
+     lambda a, b: in_words(first_split(a, b))),
+    # ex-output-2 (its statement reads the demonstration above, the run shown)
+    ("10_output_layers", rf"\$\\log Z\$ grew to about {N}\.", r"importance sampling -?[\d.]+ [\d.]+ ([\d.]+) [\d.]+", ".0f"),
+    ("10_output_layers", rf"its exact validation perplexity is {N}, against", r"after 3 epochs: ([\d.]+) \(full softmax", None),
+    ("10_output_layers", rf"perplexity is [\d.]+, against {N} for the full", r"\(full softmax ([\d.]+)\)", None),
+    # chapter 11: |V|; the gradient checks (the largest error, as a power of ten; a cell nbval does not compare)
+    ("11_recurrent", rf"vocabulary as Table 1 \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
+    ("11_recurrent", rf"Relative errors of \$10\^\{{(-\d+)\}}\$ and below",
+     r"rnn C (\S+) Wx (\S+) Wh (\S+) d (\S+) U (\S+) b (\S+) lstm C (\S+) Wx (\S+) Wh (\S+) d (\S+) U (\S+) b (\S+)",
+     lambda *errors: power_of_ten(max(errors))),
+    # chapter 11: the small networks on the synthetic grammar against its bound
+    ("11_recurrent", rf"Both come within about {N} of the best perplexity",
+     r"rnn validation perplexity by epoch: \[(?:[\d.]+, )*([\d.]+)\] lstm validation perplexity by epoch: \[(?:[\d.]+, )*([\d.]+)\] "
+     r"the grammar's best possible perplexity: ([\d.]+)",
+     lambda rnn, lstm, best: "/".join(sorted({format(x / best - 1, ".0%") for x in (rnn, lstm)}))),
+    # chapter 11: the Brown runs
+    ("11_recurrent", rf"\(with {W} the parameters:", r"\(ch\. 8\) 4 words ([\d.]+)M .*? Elman RNN, h 256 all ([\d.]+)M",
+     lambda nplm, elman: {2: "half"}.get(round(elman / nplm), f"{nplm / elman:.0%} of")),
+    ("11_recurrent", rf"the best epoch is the last of the {N},", r"(?:rnn|lstm) (\d+) epochs \(best \1\)", None),
+    ("11_recurrent", rf"an LSTM epoch cost about {N} times an Elman epoch",
+     r"(\d+) s per epoch from the fourth on; mixture weight [\d.]+ on the network lstm \d+ epochs \(best \d+\), [\d.]+ h of training on one core, (\d+) s per epoch",
+     lambda rnn, lstm: f"{lstm / rnn:.1f}"),
+    ("11_recurrent", rf"the output layer over {N} words", rf"corpus brown: {BROWN_V}", None),
+    # chapter 11: the gradient through time, and ex-rnn-2
+    ("11_recurrent", rf"falls by a factor of about {N} per step", ELMAN, lambda k10, k20, k50, per_step: f"{per_step:.1f}"),
+    ("11_recurrent", rf"at 50 steps it is less than a {W} of its size", ELMAN,
+     lambda k10, k20, k50, per_step: {1e-1: "tenth", 1e-2: "hundredth", 1e-3: "thousandth"}.get(10 ** math.ceil(math.log10(k50)), f"{k50:.0e}")),
+    ("11_recurrent", rf"and then by only about {N} per step", LSTM, lambda k10, k20, k50, per_step: f"{per_step:.2f}"),
+    ("11_recurrent", rf"at 50 steps it is about {W} times larger", f"{ELMAN} {LSTM}",
+     lambda *g: in_words(round(g[6] / g[2]))),  # LSTM / Elman at k = 50
+    ("11_recurrent", rf"the Elman network's gradient shrinks by about {N} per step", ELMAN, lambda k10, k20, k50, per_step: f"{per_step:.1f}"),
+    ("11_recurrent", rf"per step and the LSTM's by about {N}\.", LSTM, lambda k10, k20, k50, per_step: f"{per_step:.2f}"),
+    ("11_recurrent", rf"the Elman network's at {N} of its start", ELMAN, ".0%"),
+    ("11_recurrent", rf"of its start \(\$k = 10\$\) or {N} \(\$k = 20\$\)", ELMAN, lambda k10, k20, k50, per_step: f"{k20:.0%}"),
+    ("11_recurrent", rf"which stays above 1% to \$k = {N}\$", r"lstm first k with the norm below 1% of k = 0: (\d+)", None),
+    # chapter 11: by distance to the last paragraph mark (LSTM / KN5, and the LSTM carried against reset)
+    ("11_recurrent", rf"its perplexity is {N} of the 5-gram's from the second to the twentieth word", lstm_bins("2-5", "6-20"), alike(".2f")),
+    # 0.525 and 0.575 sit halfway: recurrent.json has 0.5253 and 0.5747, which round as the printed numbers do here
+    ("11_recurrent", rf"rises to {N} to [\d.]+ beyond the fiftieth", lstm_bins("51-100", "101-200", ">200"), lambda *r: f"{min(r):.2f}"),
+    ("11_recurrent", rf"rises to [\d.]+ to {N} beyond the fiftieth", lstm_bins("51-100", "101-200", ">200"), lambda *r: f"{max(r):.2f}"),
+    ("11_recurrent", rf"over words 21 to 50 the two are within about {N} of each other", r"21-50 [\d,]+ [\d.]+ ([\d.]+) ([\d.]+)",
+     lambda carried, reset: format(reset / carried - 1, ".0%")),
+    ("11_recurrent", rf"and beyond the fiftieth within {N}:",
+     " ".join(rf"{re.escape(b)} [\d,]+ [\d.]+ ([\d.]+) ([\d.]+) [\d.]+" for b in ("51-100", "101-200", ">200")),
+     lambda *p: format(max(abs(reset / carried - 1) for carried, reset in zip(p[0::2], p[1::2])), ".0%")),
+    # chapter 11: the LSTM's test perplexity, to the ten
+    ("11_recurrent", rf"a perplexity of {N} is still a choice", r"LSTM, h 256 all [\d.]+M ([\d.]+)", ".0f"),
+    ("11_recurrent", rf"the equivalent of {N} equally likely words", r"LSTM, h 256 all [\d.]+M ([\d.]+)", ".0f"),
+]
+
+
+@pytest.mark.parametrize("notebook, prose_pattern, output_pattern, fmt", OUTPUT_FIGURES,
+                         ids=[f"{nb}:{pat[:40]}" for nb, pat, _, _ in OUTPUT_FIGURES])
+def test_prose_figure_matches_stored_output(notebook, prose_pattern, output_pattern, fmt):
+    """The figure the prose prints equals the one the notebook's stored outputs print (formatted by
+    ``fmt`` as the prose prints it). The output pattern must match one place, or all its matches must
+    capture the same text, so that a row cannot read another table's line by accident. A format spec
+    rounds the printed number as Python does; where the printed digits sit exactly halfway (0.105 to a
+    whole percent), the row's comment says which way the results file rounds."""
+    text = prose(notebook)
+    found = [m.group(1).replace("{,}", ",").rstrip(".,") for m in re.finditer(prose_pattern, text)]
+    assert found, f"{notebook}: the prose no longer says /{prose_pattern}/ (update the sentence or this row)"
+    shown = {m.groups() for m in re.finditer(output_pattern, stored_outputs(notebook))}
+    assert shown, f"{notebook}: the stored outputs no longer show /{output_pattern}/ (update this row)"
+    assert len(shown) == 1, f"{notebook}: /{output_pattern}/ matches outputs that disagree: {sorted(shown)}"
+    groups = next(iter(shown))
+    if fmt is None:
+        expected = groups[0]
+    elif callable(fmt):
+        expected = fmt(*map(as_printed, groups))
+    else:
+        expected = format(as_printed(groups[0]), fmt)
+    for got in found:
+        assert got == expected, f"{notebook}: the prose says {got}, the stored outputs say {expected} ({', '.join(groups)})"
+
+
+def test_the_output_checks_can_fail():
+    # a figure that disagrees with the stored outputs is reported ...
+    with pytest.raises(AssertionError, match="the stored outputs say"):
+        test_prose_figure_matches_stored_output("06_training", rf"How good is {N}\?", r"best valid ppl ([\d.]+)", ".1f")
+    with pytest.raises(AssertionError, match="the stored outputs say"):
+        test_prose_figure_matches_stored_output("09_embeddings", rf"on the last snapshot: {N} against", r"euclidean: [\d.]+ cosine: ([\d.]+)", None)
+    # ... and so are a sentence that is gone, an output that is gone, and an output pattern that reads two different lines
+    with pytest.raises(AssertionError, match="no longer says"):
+        test_prose_figure_matches_stored_output("06_training", rf"a sentence the book never had {N}", r"best valid ppl ([\d.]+)", None)
+    with pytest.raises(AssertionError, match="no longer show"):
+        test_prose_figure_matches_stored_output("06_training", rf"How good is {N}\?", r"an output no cell printed ([\d.]+)", None)
+    with pytest.raises(AssertionError, match="disagree"):
+        test_prose_figure_matches_stored_output("06_training", rf"How good is {N}\?", r"direct=\w+ ?: (\d+) epochs", None)
+    # the outputs are read as a reader sees them: html tables without their tags, and streams as one text
+    assert "MLP9 18 yes 15 112,500" in stored_outputs("08_results") and "<td>" not in stored_outputs("08_results")
+    assert "epoch 6: 4,500 updates, validation perplexity 4.3412 epoch 7:" in stored_outputs("06_training")
+    assert [as_printed(t) for t in ("1,234", "14%", "2e-10", "RLL")] == [1234.0, 0.14, 2e-10, "RLL"]
+    assert (in_words(24), nth(21), nth(15), a_fraction(0.211), power_of_ten(8e-4, 1e-3, 1e-3)) == (
+        "twenty-four", "twenty-first", "fifteenth", "a fifth", "-3")
 
 
 # --------------------------------------------------------------------------- words readers should not meet
