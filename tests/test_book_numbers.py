@@ -93,6 +93,11 @@ def last_two_epochs(R, model):  # % change of the validation perplexity over a r
     return 100 * (1 - v[-1] / v[-3])
 
 
+def paper_gap_percent(R, split):  # the largest gap between an n-gram row of ours and the paper's, in whole
+    return math.ceil(100 * max(abs(r[split] / r[f"paper_{split}"] - 1)  # percent, rounded up ("within 7%")
+                               for r in R("ngrams/rows") if r.get(f"paper_{split}")))
+
+
 def entries_read(R, row):  # entries of the tables scoring's binary searches read per test word, all orders
     return sum(o["probes_per_window"] for o in R(f"scale/rows/{row}/kn5/search"))
 
@@ -195,6 +200,8 @@ N = r"([-\d.,]+%?)"  # a number as the prose prints it
 
 FIGURES = [
     # chapter 3: our Kneser-Ney beside KenLM's
+    ("03_ngrams", rf"agree within {N}% on the validation set", lambda R: paper_gap_percent(R, "valid"), "d"),
+    ("03_ngrams", rf"on the validation set and {N}% on the test set", lambda R: paper_gap_percent(R, "test"), "d"),
     ("03_ngrams", rf"against our {N} and [\d.]+\. The small gap", "ngrams/rows[model=kn,order=3]/test", ".1f"),
     ("03_ngrams", rf"against our [\d.]+ and {N}\. The small gap", kn5, ".1f"),
     ("03_ngrams", rf"test perplexities of {N} \(trigram\)", "bench_ngram/kenlm/orders/3/kenlm_test_perplexity", ".1f"),
