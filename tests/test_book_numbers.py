@@ -111,6 +111,10 @@ def lmplz_cpu(R, tokens):  # CPU seconds of KenLM's lmplz -o 5 at one corpus siz
     return R(f"scale/rows[tokens_nominal={tokens}]/lmplz/cpu_seconds")
 
 
+def sorts_per_fit(R):  # at each size, the fit's user seconds in units of numpy's sort of as many 64-bit keys
+    return [r["kn5"]["fit_user_seconds"] / r["kn5"]["sort_seconds"] for r in R("scale/rows")]
+
+
 def single(R, row):  # a network alone, test perplexity
     return R(f"table1/rows/{row}/test")
 
@@ -235,6 +239,9 @@ FIGURES = [
     ("03_ngrams", rf"grows x{N} from 1 to 10 million and x[\d.]+ from 10 to 100 million on this machine", "scale/growth/0/sort", ".1f"),
     ("03_ngrams", rf"from 1 to 10 million and x{N} from 10 to 100 million on this machine", "scale/growth/1/sort", ".1f"),
     ("03_ngrams", rf"on this machine, x{N} in all", "scale/growth/2/sort", ".0f"),
+    # the fit's user seconds over numpy's sort of as many keys, the smallest and the largest of the sizes
+    ("03_ngrams", rf"as long as {N} to [\d.]+ such sorts", lambda R: min(sorts_per_fit(R)), ".2f"),
+    ("03_ngrams", rf"as long as [\d.]+ to {N} such sorts", lambda R: max(sorts_per_fit(R)), ".2f"),
     ("03_ngrams", rf"random order costs {N}\s+nanoseconds per token", lambda R: gather_ns(R, 1_000_000), ".1f"),
     ("03_ngrams", rf"the very same gather costs {N} times as much",
      lambda R: gather_ns(R, 10_000_000) / gather_ns(R, 1_000_000), ".1f"),
