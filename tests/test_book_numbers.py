@@ -148,6 +148,30 @@ def median_epoch(R, row):  # a row's median seconds per epoch
     return statistics.median(e["seconds"] for e in R(f"table1/rows/{row}/history"))
 
 
+def paper_test(R, row):  # the paper's test perplexity for a row of its Table 1
+    return R(f"table1/rows/{row}/paper/test")
+
+
+def mlp1_matches_nd(R):  # the first epoch at which MLP1's validation perplexity is at or below MLP1-ND's best
+    nd = valid_at(R, "MLP1-ND", R("table1/rows/MLP1-ND/best_epoch"))
+    return next(e["epoch"] for e in R("table1/rows/MLP1/history") if e["valid_ppl"] <= nd)
+
+
+def mean_gflops(R, row):  # arithmetic rate over a row's mean epoch: 2|V|D flops, 3 passes per training example, 1 per validation example
+    r = R(f"table1/rows/{row}")
+    D = r["h"] + (r["n"] - 1) * r["m"] if r["direct"] else r["h"]
+    flops = 2 * R("table1/V") * D * (3 * R("table1/tokens/train") + R("table1/tokens/valid"))
+    return flops / (r["seconds_training"] / r["epochs_run"]) / 1e9
+
+
+def ap_epoch_ratio(R):  # an AP News epoch's arithmetic against an MLP9 epoch on Brown (the paper's AP model, 13,994,528 examples)
+    return 17_964 * (60 + 5 * 100) * 13_994_528 / (R("table1/V") * R("table1/rows/MLP9/h") * R("table1/tokens/train"))
+
+
+def ap_epoch_hours(R):  # that many MLP9 epochs of mean length, in hours of one core
+    return ap_epoch_ratio(R) * R("table1/rows/MLP9/seconds_training") / R("table1/rows/MLP9/epochs_run") / 3600
+
+
 def best_bins(R):  # the best network's test tokens by the training count of the target
     return R(f"table1/rows/{best_single(R)}/test_by_frequency")
 
@@ -194,6 +218,10 @@ def hogwild(R, workers, locked, field):
 def claim(family, tokens, model, field):  # the central claim on the synthetic grammar, minus a log-probability
     run = f"central_claim/synthetic[family={family},train_tokens_target={tokens}]/models/{model}"
     return lambda R: -(R(f"{run}/mean/{field}") if model.startswith("network") else R(f"{run}/{field}"))
+
+
+def removed_margin(R, model):  # nats per token by which the network beats a model on the removed sentences (8,000 tokens)
+    return claim("animal-verb", 8000, model, "heldout")(R) - claim("animal-verb", 8000, "network_learned", "heldout")(R)
 
 
 NOV = "central_claim/brown/novel_trigrams"
@@ -245,6 +273,11 @@ FIGURES = [
     ("03_ngrams", rf"random order costs {N}\s+nanoseconds per token", lambda R: gather_ns(R, 1_000_000), ".1f"),
     ("03_ngrams", rf"the very same gather costs {N} times as much",
      lambda R: gather_ns(R, 10_000_000) / gather_ns(R, 1_000_000), ".1f"),
+    # chapter 4: 16 rows of scores in float32
+    ("04_architecture", rf"16 rows of Brown's \$\|V\|\$ are {N} MB", lambda R: 16 * R("table1/V") * 4 / 1e6, ".1f"),
+    # chapter 5: the Jacobian of the softmax (|V|^2 numbers) and MLP1's dense gradient of [U W] (|V| (h + (n-1)m) numbers)
+    ("05_backprop", rf"\$[\d{{}},]+\^2 \\approx {N} \\times 10\^8\$ numbers per example", lambda R: R("table1/V") ** 2 / 1e8, ".1f"),
+    ("05_backprop", rf"matrix \({N} million numbers for MLP1\)", lambda R: R("table1/V") * (R("table1/rows/MLP1/h") + 4 * R("table1/rows/MLP1/m")) / 1e6, ".1f"),
     # chapter 6: perplexity and bits
     ("06_training", rf"Kneser-Ney 5-gram's test perplexity of {N}", kn5, ".1f"),
     ("06_training", rf"\) is {N} bits per token\. A 10%", lambda R: math.log2(kn5(R)), ".2f"),
@@ -296,6 +329,8 @@ FIGURES = [
     ("07_parallel", rf"two processes trained MLP1 {N} times as fast as one", "parallel/speedup_m2/128", ".2f"),
     ("07_parallel", rf"the Amdahl bound of {N} from the one-process profile", lambda R: amdahl_m2(R, 128), ".2f"),
     ("07_parallel", rf"and {N} times as fast at \$K = 1\$", "parallel/speedup_m2/1", ".2f"),
+    # the cost model's bound at K = 128 against the measured speedup
+    ("07_parallel", rf"\(it predicts [\d.]+ against {N}\)", "parallel/speedup_m2/128", ".2f"),
     # chapter 8: Table 1, ours against the paper's
     ("08_results", rf"Kneser-Ney \({N} against 321\)", kn5, ".0f"),
     ("08_results", rf"MLP9: {N} against 276", "table1/rows/MLP9/test", ".0f"),
@@ -318,9 +353,11 @@ FIGURES = [
     ("08_results", rf"weight 0\.5, MLP\d+, reaches {N}:", lambda R: mix05(R, best_mixed(R)) / kn5(R), ".3f"),
     ("08_results", rf"the second misses, by {N}\.", lambda R: mix05(R, best_mixed(R)) / kn5(R) - 0.79, ".3f"),
     ("08_results", rf"ours is {N} below ours \(", lambda R: 1 - single(R, "MLP9") / R("table1/trigram/test"), ".0%"),
+    ("08_results", rf"The paper's MLP9 was {N} below its trigram", lambda R: 1 - paper_test(R, "MLP9") / R("table1/trigram/paper/test"), ".0%"),
     ("08_results", rf"below ours \({N} against [\d.]+\)", "table1/rows/MLP9/test", ".1f"),
     ("08_results", rf"below ours \([\d.]+ against {N}\)", "table1/trigram/test", ".1f"),
     ("08_results", rf"is only {N} below MLP9 alone", lambda R: 1 - mix05(R, "MLP9") / single(R, "MLP9"), ".1%"),
+    ("08_results", rf"where the paper's was {N} below\.", lambda R: 1 - paper_test(R, "MLP10") / paper_test(R, "MLP9"), ".1%"),
     ("08_results", rf"learned on validation \({N} on the network\) the same", lambda R: R(f"table1/rows/{best_mixed(R)}/mixtures/em/weight"), ".3f"),
     ("08_results", rf"the same mixture reaches {N} of Kneser-Ney", lambda R: R(f"table1/rows/{best_mixed(R)}/mixtures/em/test") / kn5(R), ".3f"),
     ("08_results", rf"one weight per context bin {N} \(the section on mixing", lambda R: R(f"table1/rows/{best_mixed(R)}/mixtures/per_bin/test") / kn5(R), ".3f"),
@@ -351,11 +388,19 @@ FIGURES = [
     ("08_results", rf"MLP1 took {N} times as long", lambda R: median_epoch(R, "MLP1") / median_epoch(R, "MLP1-ND"), ".1f"),
     ("08_results", rf"epochs of {N} s, about [\d.]+ minutes, where", lambda R: median_epoch(R, "MLP1-ND"), ".0f"),
     ("08_results", rf"needed \w+ epochs of {N} s", lambda R: median_epoch(R, "MLP1"), ".0f"),
+    # in minutes: MLP1-ND's epochs to its best, and MLP1's epochs to that perplexity, each times the row's median epoch
+    ("08_results", rf"first: \w+ epochs of [\d.]+ s, about {N} minutes", lambda R: R("table1/rows/MLP1-ND/best_epoch") * median_epoch(R, "MLP1-ND") / 60, ".0f"),
+    ("08_results", rf"needed \w+ epochs of [\d.]+ s, about {N} minutes, to match it", lambda R: mlp1_matches_nd(R) * median_epoch(R, "MLP1") / 60, ".0f"),
     # chapter 8: n, h, m and the direct connections, pair by pair
     ("08_results", rf"MLP1 is {N} below MLP3", lambda R: 1 - single(R, "MLP1") / single(R, "MLP3"), ".0%"),
     ("08_results", rf"features per word matters (?:less|more) \({N} against", lambda R: 1 - single(R, "MLP1") / single(R, "MLP5"), ".1%"),
     ("08_results", rf"the longer context gives {N} against", lambda R: 1 - single(R, "MLP5") / single(R, "MLP7"), ".1%"),
     ("08_results", rf"\({N} below it, against", lambda R: 1 - single(R, "MLP9") / single(R, "MLP5"), ".1%"),
+    # the same comparisons in the paper's Table 1 (test perplexities)
+    ("08_results", rf"MLP1 is [\d.]+% below MLP3, against {N} in the paper", lambda R: 1 - paper_test(R, "MLP1") / paper_test(R, "MLP3"), ".1%"),
+    ("08_results", rf"features per word matters (?:less|more) \([\d.]+% against {N}\)", lambda R: 1 - paper_test(R, "MLP1") / paper_test(R, "MLP5"), ".1%"),
+    ("08_results", rf"the longer context gives [\d.]+% against the paper's {N};", lambda R: 1 - paper_test(R, "MLP5") / paper_test(R, "MLP7"), ".1%"),
+    ("08_results", rf"\([\d.]+% below it, against {N}\)", lambda R: 1 - paper_test(R, "MLP9") / paper_test(R, "MLP5"), ".1%"),
     # chapter 8: where the network beats the trigram
     ("08_results", rf"than the trigram on {N} to [\d.]+% of the tokens", lambda R: min(b["mlp_beats_trigram"] for b in often_bins(R)), ".0%"),
     ("08_results", rf"than the trigram on [\d.]+% to {N} of the tokens", lambda R: max(b["mlp_beats_trigram"] for b in often_bins(R)), ".0%"),
@@ -383,12 +428,15 @@ FIGURES = [
     ("08_results", rf"would have been some {N} days of one core", lambda R: k1_slowdown(R) * compute(R, "seconds_training") / 3600 / 24, ".0f"),
     # chapter 8: the row beyond the paper
     ("08_results", rf"at most {N} times that of our Kneser-Ney 5-gram", "beyond/target_ratio", ".2f"),
+    ("08_results", rf"no direct connections \({N} million parameters", lambda R: R("beyond/parameters") / 1e6, ".1f"),
     ("08_results", rf"Kneser-Ney 5-gram \({N}\), well below", lambda R: R("beyond/target_ratio") * kn5(R), ".1f"),
     ("08_results", rf"the larger network reaches {N} on the test set", "beyond/test", ".1f"),
     ("08_results", rf"on the test set, {N} of Kneser-Ney", "beyond/test_over_kn5/network", ".3f"),
     ("08_results", rf"of Kneser-Ney: {N} below MLP9 in the table", lambda R: 1 - R("beyond/test") / single(R, "MLP9"), ".0%"),
     ("08_results", rf"validation perplexity fell to {N} at the \w+ epoch", lambda R: R("beyond/history")[R("beyond/best_epoch") - 1]["valid_ppl"], ".1f"),
     ("08_results", rf"stayed above it for the next \w+ \({N},", lambda R: R("beyond/history")[R("beyond/best_epoch")]["valid_ppl"], ".1f"),
+    ("08_results", rf"stayed above it for the next \w+ \([\d.]+, {N},", lambda R: R("beyond/history")[R("beyond/best_epoch") + 1]["valid_ppl"], ".1f"),
+    ("08_results", rf"stayed above it for the next \w+ \([\d.]+, [\d.]+, {N}\)", lambda R: R("beyond/history")[R("beyond/best_epoch") + 2]["valid_ppl"], ".1f"),
     ("08_results", rf"paper's 0\.5 (?:now \*hurts\*|helps) \({N}\)", "beyond/mixtures/0.5/test", ".1f"),
     ("08_results", rf"one weight \({N} on the network\) gives", "beyond/mixtures/kn5_em/weight", ".2f"),
     ("08_results", rf"on the network\) gives {N}, and", "beyond/mixtures/kn5_em/test", ".1f"),
@@ -409,15 +457,48 @@ FIGURES = [
      lambda R: R("table1/rows/MLP9/seconds_training") / R("table1/rows/MLP9/epochs_run"), ".0f"),
     ("08_results", rf"\\approx {N}\$ times the arithmetic of an MLP9 epoch",
      lambda R: 17_964 * (60 + 5 * 100) * 13_994_528 / (R("table1/V") * R("table1/rows/MLP9/h") * R("table1/tokens/train")), ".0f"),
+    ("08_results", rf"for a corpus {N} times Brown's and", lambda R: 13_994_528 / R("table1/tokens/train"), ".1f"),
+    ("08_results", rf"times Brown's and {N} times the arithmetic per epoch of our MLP9", ap_epoch_ratio, ".0f"),
+    ("08_results", rf"no direct connections\) \$[\d{{}},]+ \\times \d+ = {N}\$ million", lambda R: R("table1/V") * R("table1/rows/MLP9/h") / 1e6, ".2f"),
+    ("08_results", rf"So one AP epoch costs about \${N} \\times", lambda R: 17_964 * (60 + 5 * 100) / (R("table1/V") * R("table1/rows/MLP9/h")), ".1f"),
+    ("08_results", rf"costs about \$[\d.]+ \\times {N} \\approx", lambda R: 13_994_528 / R("table1/tokens/train"), ".1f"),
+    ("08_results", rf"an AP epoch would take about \${N} \\times", ap_epoch_ratio, ".0f"),
+    ("08_results", rf"an AP epoch would take about \$[\d.]+ \\times {N}\$ s", lambda R: R("table1/rows/MLP9/seconds_training") / R("table1/rows/MLP9/epochs_run"), ".0f"),
+    ("08_results", rf"\$ s, some {N} hours of one core at that rate", lambda R: ap_epoch_hours(R), ".0f"),
+    # at MLP1's arithmetic rate over its mean epoch instead of MLP9's (the 145 s above is MLP9's mean epoch too)
+    ("08_results", rf"or {N} less if its wider matrix products ran", lambda R: 1 - mean_gflops(R, "MLP9") / mean_gflops(R, "MLP1"), ".0%"),
+    ("08_results", rf"The paper's five epochs would need about {N} hours", lambda R: 5 * ap_epoch_hours(R), ".0f"),
+    # ex-results-3: the slowest of MLP9's epochs (the fastest is the exercise's own output, in OUTPUT_FIGURES)
+    ("08_results", rf"\(MLP9's epochs took [\d.]+ to {N} s\)", lambda R: max(e["seconds"] for e in R("table1/rows/MLP9/history")), ".0f"),
     # chapter 8: the central claim (the prose prints log-probabilities with a minus sign, U+2212)
     ("08_results", rf"the network gives the removed sentences −{N} nats", claim("animal-verb", 8000, "network_learned", "heldout"), ".3f"),
     ("08_results", rf"nats per token \(perplexity {N}\), the Kneser-Ney", lambda R: -claim("animal-verb", 8000, "network_learned", "heldout_ppl")(R), ".2f"),
     ("08_results", rf"the Kneser-Ney 5-gram −{N} \([\d.]+\) and", claim("animal-verb", 8000, "kn5", "heldout"), ".3f"),
     ("08_results", rf"the interpolated trigram −{N} \([\d.]+\);", claim("animal-verb", 8000, "interpolated_trigram", "heldout"), ".3f"),
     ("08_results", rf"the grammar itself gives them −{N} \(", claim("animal-verb", 8000, "grammar", "heldout"), ".3f"),
+    # the removed sentences' perplexities beside the log-probabilities
+    ("08_results", rf"the Kneser-Ney 5-gram −[\d.]+ \({N}\) and", lambda R: -claim("animal-verb", 8000, "kn5", "heldout_ppl")(R), ".2f"),
+    ("08_results", rf"the interpolated trigram −[\d.]+ \({N}\);", lambda R: -claim("animal-verb", 8000, "interpolated_trigram", "heldout_ppl")(R), ".2f"),
+    ("08_results", rf"the grammar itself gives them −[\d.]+ \({N}\)", lambda R: -claim("animal-verb", 8000, "grammar", "heldout_ppl")(R), ".2f"),
+    # the network's margin on the removed sentences, nats per token, and what it makes of a sentence of about nine
+    # tokens: e^(9 x the margin as printed, to two decimals)
+    ("08_results", rf"about nine tokens, {N} nats per token make", lambda R: removed_margin(R, "kn5"), ".2f"),
+    ("08_results", rf"\$e\^\{{9 \\times {N}\}} \\approx [\d.]+\$ times more probable under the network than under the 5-gram",
+     lambda R: removed_margin(R, "kn5"), ".2f"),
+    ("08_results", rf"about nine tokens, .{{0,60}}\$e\^\{{9 \\times [\d.]+\}} \\approx {N}\$ times more probable under the network",
+     lambda R: math.exp(9 * round(removed_margin(R, "kn5"), 2)), ".0f"),
+    ("08_results", rf"than under the 5-gram, and {N} nats about", lambda R: removed_margin(R, "interpolated_trigram"), ".2f"),
+    ("08_results", rf"nats about \$e\^\{{9 \\times {N}\}} \\approx [\d.]+\$ times more than under the trigram",
+     lambda R: removed_margin(R, "interpolated_trigram"), ".2f"),
+    ("08_results", rf"nats about \$e\^\{{9 \\times [\d.]+\}} \\approx {N}\$ times more than under the trigram",
+     lambda R: math.exp(9 * round(removed_margin(R, "interpolated_trigram"), 2)), ".0f"),
     ("08_results", rf"a typical probability of \$e\^\{{-{N}\}}", claim("animal-verb", 8000, "kn5", "completing"), ".3f"),
     ("08_results", rf"the network gives \$e\^\{{-{N}\}}", claim("animal-verb", 8000, "network_learned", "completing"), ".3f"),
+    # the same two probabilities, e^-x as the prose prints them
+    ("08_results", rf"a typical probability of \$e\^\{{-[\d.]+\}} = {N}\$", lambda R: math.exp(-claim("animal-verb", 8000, "kn5", "completing")(R)), ".3f"),
+    ("08_results", rf"the network gives \$e\^\{{-[\d.]+\}} = {N}\$", lambda R: math.exp(-claim("animal-verb", 8000, "network_learned", "completing")(R)), ".2f"),
     ("08_results", rf"The advantage disappears: −{N} on the removed", claim("animal-verb", 8000, "network_fixed_random", "heldout"), ".3f"),
+    ("08_results", rf"below the interpolated trigram, and −{N} on the pair's second word", claim("animal-verb", 8000, "network_fixed_random", "completing"), ".3f"),
     ("08_results", rf"on the pair's second word it falls to −{N},", claim("animal-verb", 40000, "network_learned", "completing"), ".3f"),
     ("08_results", rf"and on the removed sentences \(−{N}\) it is now below", claim("animal-verb", 40000, "network_learned", "heldout"), ".3f"),
     ("08_results", rf"after the pair the 5-gram scores −{N} with 8,000", claim("time-animal", 8000, "kn5", "after"), ".3f"),
@@ -442,6 +523,16 @@ FIGURES = [
     ("09_embeddings", rf"\(−{N} against −[\d.]+ on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_own"), ".3f"),
     ("09_embeddings", rf"\(−[\d.]+ against −{N} on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_unk"), ".3f"),
     ("09_embeddings", rf"another unknown word's vector \(−{N}\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_other"), ".3f"),
+    # chapter 10: the full softmax is Table 1's MLP9 stopped at its third epoch (the same validation perplexities,
+    # epoch by epoch, in both files); the sampled objectives' validation perplexities after epochs 1-3
+    *[("10_output_layers", rf"epoch by epoch \({pre}{N}[,;]", path, ".1f")
+      for k, pre in enumerate(("", r"[\d.]+, ", r"[\d.]+, [\d.]+, "))
+      for path in (f"output_layers/rows[method=full]/history/{k}/valid_ppl", f"table1/rows/MLP9/history/{k}/valid_ppl")],
+    *[("10_output_layers", rf"\(validation {pre}{N}[,\s]", f"output_layers/rows[method=is]/history/{k}/valid_ppl", ".0f")
+      for k, pre in enumerate(("", r"[\d.]+, ", r"[\d.]+, [\d.]+, "))],
+    *[("10_output_layers", rf"still falling faster \({pre}{N}[,)]", f"output_layers/rows[method=nce]/history/{k}/valid_ppl", ".0f")
+      for k, pre in enumerate(("", r"[\d.]+, ", r"[\d.]+, [\d.]+, "))],
+    ("10_output_layers", rf"an example reads \$2\\sqrt\{{\|V\|\}} \\approx {N}\$ rows", lambda R: 2 * math.sqrt(R("output_layers/V")), ".0f"),
     # chapter 11: the recurrent models on Brown
     ("11_recurrent", rf"reaches a test perplexity of {N}, [\d.]+ of the", "recurrent/rows[model=rnn]/test_ppl", ".1f"),
     ("11_recurrent", rf"reaches a test perplexity of [\d.]+, {N} of the", "recurrent/rows[model=rnn]/test_over_kn5", ".3f"),
@@ -677,6 +768,10 @@ OUTPUT_FIGURES = [
     # chapter 3: the vocabulary of the largest resampled corpus
     ("03_ngrams", rf"grows with the corpus \({N} words here\)", rf"100 million tokens: {BROWN_V}", lambda x: f"{round(x, -3):,.0f}"),
     ("03_ngrams", rf"At \$\|V\| = {TEX}\$ the first", rf"100 million tokens: {BROWN_V}", lambda x: f"{round(x, -3):,.0f}"),
+    # what the two output layers save at that |V|: |V| / 2 sqrt(|V|) in words (to the hundred), |V| / log2 |V| to the hundred
+    ("03_ngrams", rf"the first cuts the output layer's multiply-adds about (a \w+fold)", rf"100 million tokens: {BROWN_V}",
+     lambda V: {100: "a hundredfold"}.get(round(V / (2 * math.sqrt(V)), -2), f"{V / (2 * math.sqrt(V)):.0f}-fold")),
+    ("03_ngrams", rf"the second about {N}-fold", rf"100 million tokens: {BROWN_V}", lambda V: f"{round(V / math.log2(V), -2):,.0f}"),
     # ex-ngrams-2: add-one's probabilities (c(h .) + |V| for a context seen 10 times) and perplexity
     ("03_ngrams", rf"Adding one to each of \$\|V\| = {TEX}\$", rf"Brown: {BROWN_V};", None),
     ("03_ngrams", rf"only \$20/{TEX}\$ of the probability", rf"Brown: {BROWN_V};", lambda V: f"{V + 10:,.0f}"),
@@ -699,6 +794,9 @@ OUTPUT_FIGURES = [
      r"MLP1 on Brown: forward [\d,]+ \+ [\d,]+ multiply-adds per example \(output layer ([\d.]+%)\)", ".1%"),
     ("04_architecture", rf"example and \${N} \\times 10\^\{{13\}}\$ per epoch", r"training \(3x\) ([\d.]+e\+13)", lambda x: f"{x / 1e13:.1f}"),
     ("04_architecture", rf"per epoch of Brown: about {N} minutes", r"training \(3x\) [\d.]+e\+13, ([\d,]+) minutes", lambda x: f"{round(x, -1):.0f}"),
+    # training costs three forward passes: 3 x (hidden + output multiply-adds), in units of 10^7
+    ("04_architecture", rf"Training costs about three times the forward pass, \${N} \\times 10\^7\$",
+     r"MLP1 on Brown: forward ([\d,]+) \+ ([\d,]+) multiply-adds", lambda hidden, output: f"{3 * (hidden + output) / 1e7:.1f}"),
     ("04_architecture", rf"forward passes alone cost \${N} \\times 10\^\{{14\}}\$", r"one epoch: forward ([\d.]+e\+14)", lambda x: f"{x / 1e14:.1f}"),
     # chapter 5: the gradient checks, as powers of ten (the exponent nearest the geometric mean of the errors)
     ("05_backprop", rf"All relative errors are around \$10\^\{{(-\d+)\}}\$",
@@ -800,6 +898,8 @@ OUTPUT_FIGURES = [
     # chapter 8: the headline figure both ways (ex-results-1's table)
     ("08_results", rf"the network's is {N} lower\)", r"paper: best mix [\d.]+; best n-gram [\d.]+% above it \(the mix ([\d.]+%) below\)", ".0%"),
     ("08_results", rf"312 \(class-based\) is {N} above 252", r"paper: best mix [\d.]+; best n-gram ([\d.]+%) above it", ".0%"),
+    # the chapter's opening sentence says the same of the paper's 252 and 312 (the 0.5 mixture against the class-based model)
+    ("08_results", rf"the n-gram's perplexity is {N} higher, the paper's figure", r"paper: best mix [\d.]+; best n-gram ([\d.]+%) above it", ".0%"),
     ("08_results", rf"252 is {N} below 312", r"paper: best mix [\d.]+; best n-gram [\d.]+% above it \(the mix ([\d.]+%) below\)", ".0%"),
     ("08_results", rf"Against Kneser-Ney \(321\): {N} above", r"paper: best mix .*?, Kneser-Ney 5 ([\d.]+%) above", ".0%"),
     ("08_results", rf"\(321\): [\d.]+% above, {N} below", r"paper: best mix .*?, Kneser-Ney 5 [\d.]+% above \(([\d.]+%) below\)", None),
@@ -1141,6 +1241,21 @@ def test_chapter_8_arithmetic_rates_are_as_its_exercise_says():
             for r, d in D.items()}
     assert all(100 <= rate[r] <= 120 for r in ("MLP1", "MLP3", "MLP5")), rate
     assert all(80 <= rate[r] < 100 for r in ("MLP7", "MLP9")), rate
+
+
+def test_chapter_8_figures_in_words_are_as_the_results_say():
+    """Two figures chapter 8 writes in words, which FIGURES (numbers) cannot hold: the epochs MLP1 needed to
+    reach MLP1-ND's best validation perplexity (its minutes are a row above), and the parameters of the row
+    beyond the paper against MLP9's, |V|(m + h + 1) + h((n-1)m + 1) without direct connections."""
+    text = prose("08_results")
+    m = re.search(r"where MLP1 needed (\w+) epochs of", text)
+    assert m, "chapter 8 no longer says how many epochs MLP1 needed to match MLP1-ND"
+    assert m.group(1) == in_words(mlp1_matches_nd(R)), (m.group(1), mlp1_matches_nd(R))
+    mlp9, V = R("table1/rows/MLP9"), R("table1/V")
+    ratio = R("beyond/parameters") / (V * (mlp9["m"] + mlp9["h"] + 1) + mlp9["h"] * ((mlp9["n"] - 1) * mlp9["m"] + 1))
+    m = re.search(r"million parameters, (\w+) MLP9's\)", text)
+    assert m, "chapter 8 no longer compares the row beyond the paper's parameters with MLP9's"
+    assert m.group(1) == {2: "twice"}.get(round(ratio), f"{ratio:.2f} times") and abs(ratio - round(ratio)) < 0.05, (m.group(1), ratio)
 
 
 # what a printed output must not show a reader either: where our files happened to be, and commits
