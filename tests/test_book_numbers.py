@@ -558,6 +558,15 @@ FIGURES = [
     ("11_recurrent", rf"for the Elman network, {N} for the LSTM",
      lambda R: next(k for k, g in enumerate(R("recurrent/rows[model=lstm]/gradient_through_time"))
                     if g < 0.01 * R("recurrent/rows[model=lstm]/gradient_through_time")[0]), "d"),
+    # chapter 10: the mean class size of frequency binning, |V| / n_c
+    ("10_output_layers", rf"\$\|V\| / n_c \\approx {N}\$ on",
+     lambda R: R("output_layers/V") / R("output_layers/rows[method=class-frequency]/layer/n_classes"), ".0f"),
+    # the share of updates whose gradient was clipped, per epoch (recurrent.json's histories)
+    ("11_recurrent", rf"nearly every update from the first epoch on \({N} in the first,",
+     "recurrent/rows[model=rnn]/history/0/clipped_fraction", ".1%"),
+    ("11_recurrent", rf"at no more than {N} of its updates in epochs 1 to 5",
+     lambda R: max(e["clipped_fraction"] for e in R("recurrent/rows[model=lstm]/history")[:5]), ".0%"),
+    ("11_recurrent", rf"then at {N} in the sixth", "recurrent/rows[model=lstm]/history/5/clipped_fraction", ".0%"),
 ]
 
 
@@ -1115,8 +1124,10 @@ OUTPUT_FIGURES = [
      r"the grammar's best possible perplexity: ([\d.]+)",
      lambda rnn, lstm, best: "/".join(sorted({format(x / best - 1, ".0%") for x in (rnn, lstm)}))),
     # chapter 11: the Brown runs
-    ("11_recurrent", rf"\(with {W} the parameters:", r"\(ch\. 8\) 4 words ([\d.]+)M .*? Elman RNN, h 256 all ([\d.]+)M",
+    ("11_recurrent", rf"\(the NPLM with {W} the parameters,", r"\(ch\. 8\) 4 words ([\d.]+)M .*? Elman RNN, h 256 all ([\d.]+)M",
      lambda nplm, elman: {2: "half"}.get(round(elman / nplm), f"{nplm / elman:.0%} of")),
+    ("11_recurrent", rf"the parameters, {N} million against", r"\(ch\. 8\) 4 words ([\d.]+)M", ".1f"),
+    ("11_recurrent", rf"million against {N} million: most of", r"Elman RNN, h 256 all ([\d.]+)M", ".1f"),
     ("11_recurrent", rf"the best epoch is the last of the {N},", r"(?:rnn|lstm) (\d+) epochs \(best \1\)", None),
     ("11_recurrent", rf"an LSTM epoch cost about {N} times an Elman epoch",
      r"(\d+) s per epoch from the fourth on; mixture weight [\d.]+ on the network lstm \d+ epochs \(best \d+\), [\d.]+ h of training on one core, (\d+) s per epoch",
