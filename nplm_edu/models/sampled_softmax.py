@@ -13,10 +13,10 @@ an expectation under the model, is estimated from the samples with the self-norm
 
 That is the gradient of  L_IS = -y_w + log sum_j exp(y_{s_j} - log Q(s_j)) - log k  (the log of the
 importance-sampling estimate of the normalizer Z): dL_IS/dy_w = -1, dL_IS/dy_{s_j} = w_j.
-The proposal is the training unigram, or an adaptive unigram (Bengio & Senecal 2008 adapt theirs
-to the network): after every batch Q_a <- (1 - lam) Q_a + lam q, with q(v) = (1/K) sum over the
-examples of the weights w_j of the samples s_j = v, an estimate of the network's average
-distribution; samples come from 0.9 Q_a + 0.1 unigram, so no word's proposal probability vanishes.
+The proposal is the training unigram (add-one), or an adaptive unigram, a context-free stand-in for
+the adaptive n-gram proposal of Bengio & Senecal 2008: after every batch Q_a <- (1 - lam) Q_a + lam q,
+with q(v) = (1/K) sum over the examples of the weights w_j of the samples s_j = v, an estimate of
+the network's average distribution; samples come from 0.9 Q_a + 0.1 unigram, so no word's proposal probability vanishes.
 
 The target itself is not among the samples, so in a context where it is far more probable than
 Q(w) says, the estimate of Z rarely contains it, -y_w keeps pushing its score up and nothing pulls
@@ -31,7 +31,8 @@ scores y_v - log Q(v), whose self-normalized weights now include the target's ow
 a cross-entropy, never below 0.
 
 NCE. Tell the target apart from k noise words drawn from Q, with the normalizer fixed to 1 (the
-survey's equations 13-14): with D(v) = y_v - log(k Q(v)),
+survey's equations 13-14, whose equation 14 writes the noise words' term as log e^z / (e^z + kQ); it is
+log kQ / (e^z + kQ) = log sigma(-D), as in Mnih & Teh 2012): with D(v) = y_v - log(k Q(v)),
 
     L_NCE = -log sigma(D(w)) - sum_j log sigma(-D(s_j))
     dL/dy_w = -sigma(-D(w)),   dL/dy_{s_j} = sigma(D(s_j)).
