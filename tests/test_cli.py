@@ -311,3 +311,17 @@ def test_description_strips_rest_markup():
 
     doc = "``python -m nplm_edu x``: runs :func:`~nplm_edu.a.fit` (:mod:`nplm_edu.b`), writes ``o.json``. Commands::"
     assert description(doc) == "Runs fit (nplm_edu.b), writes o.json. Commands:"
+
+
+def test_export_checks_its_folder_before_reading_the_corpus(tmp_path, monkeypatch, capsys):
+    import nplm_edu.cli.corpus as cli_corpus
+    from nplm_edu.cli import main
+
+    def never(args):
+        raise AssertionError("the corpus was read before the output folder was checked")
+
+    monkeypatch.setattr(cli_corpus, "corpus_from_args", never)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["corpus", "export", "--out", str(afile / "sub")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: cannot write to {afile / 'sub'}: {afile} is a file, not a folder"

@@ -396,3 +396,19 @@ def test_generate_cuts_to_length():
         assert len(generate(n, seed=0)[0]) == n
     with pytest.raises(UserError):
         generate(0)
+
+
+def test_a_cache_write_removes_what_a_killed_writer_left(cache, tmp_path):
+    """A temporary cache file no process has written for a minute is a killed writer's: the next cache
+    write removes it; one written to just now may be another process's, and stays."""
+    import os
+
+    cache.mkdir()
+    old, fresh = cache / "text-0123.npz.k1ll3d.tmp", cache / "text-4567.npz.wr1t1ng.tmp"
+    old.write_bytes(b"half a cache")
+    fresh.write_bytes(b"being written")
+    os.utime(old, (time.time() - 120, time.time() - 120))
+    text = tmp_path / "t.txt"
+    text.write_text("a b c a b c d\n" * 50)
+    load_corpus(str(text))
+    assert not old.exists() and fresh.exists() and len(list(cache.glob("text-*.npz"))) == 1

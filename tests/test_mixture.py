@@ -160,15 +160,44 @@ def test_mix_refuses_a_checkpoint_whose_network_gives_nan(tmp_path, capsys):
     from nplm_edu.cli import main
     from nplm_edu.data.corpus import load_corpus
     from nplm_edu.numerics.fused import FusedNPLM
-    from nplm_edu.training.checkpoint import TrainState, save_checkpoint
+    from nplm_edu.training.checkpoint import TrainState, corpus_fingerprints, save_checkpoint
     from nplm_edu.training.trainer import TrainConfig
 
     corpus = load_corpus("synthetic", synthetic_tokens=3000)
     model = FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=4, h=5))
     for p in model.params.values():
         p[...] = 3e37  # finite, but the logits overflow to inf and the probabilities to nan
-    meta = {"kind": "nplm", "model": model.config_dict(), "train": vars(TrainConfig()), "state": vars(TrainState())}
+    meta = {"kind": "nplm", "model": model.config_dict(), "train": vars(TrainConfig()), "state": vars(TrainState()),
+            "data": corpus_fingerprints(corpus, 3)[0]}
     save_checkpoint(tmp_path / "checkpoint.npz", model.params, meta)
     rc = main(["mix", str(tmp_path / "checkpoint.npz"), "--corpus", "synthetic", "--synthetic-tokens", "3000"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error:") and "non-finite" in err and len(err.strip().splitlines()) == 1
+    # finite log-probabilities so low that the perplexity overflows a float (math.exp raised OverflowError)
+    for p in model.params.values():
+        p[...] = 0.0
+    model.params["b"][0] = 1e5  # every word but the first at log-probability -1e5
+    save_checkpoint(tmp_path / "checkpoint.npz", model.params, meta)
+    rc = main(["mix", str(tmp_path / "checkpoint.npz"), "--corpus", "synthetic", "--synthetic-tokens", "3000"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "non-finite" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_mix_refuses_a_checkpoint_trained_on_other_data(tmp_path, capsys):
+    """Another corpus seed, or the same ids over other words: the perplexities would be of the wrong text."""
+    from nplm_edu.cli import main
+
+    words = np.random.default_rng(0).choice([f"w{i}" for i in range(12)], 3000)
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("\n".join(" ".join(words[i:i + 30]) for i in range(0, 3000, 30)))
+    b.write_text(a.read_text().replace("w", "q"))  # the same ids, other words
+    small = ["--n", "3", "--h", "5", "--m", "3", "--epochs", "1", "--quiet"]
+    assert main(["train", "--corpus", str(a), *small, "--out", str(tmp_path / "run")]) == 0
+    ckpt = str(tmp_path / "run" / "checkpoint.npz")
+    assert main(["mix", ckpt, "--corpus", str(a)]) == 0
+    capsys.readouterr()
+    for other in (["--corpus", str(b)], ["--corpus", str(a), "--train-size", "0.7"]):
+        assert main(["mix", ckpt, *other]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"error: {ckpt} was trained on other data (another corpus, split or vocabulary): mix it on "
+                       "the corpus it was trained on, with the same corpus options"], err

@@ -155,11 +155,17 @@ def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path):
         if step == 30:
             model.params["b"][0] = np.nan
 
-    # minutes=0: a checkpoint is due right after the poisoning update, so save_checkpoint's guard fires
-    with pytest.raises(TrainingDiverged, match="parameters are no longer finite: .*checkpoint.npz not overwritten"):
+    # minutes=0: a checkpoint is due right after every update, so save_checkpoint's guard fires after the
+    # poisoning one; the run falls back on the last checkpoint validated at an epoch's end, not on the
+    # checkpoint of update 29, which no validation ever saw
+    with pytest.raises(TrainingDiverged, match=r"^the parameters stopped being finite at update 30 of epoch 2 \(the "
+                                               r"last validated checkpoint, at the end of epoch 1, is kept in .*"
+                                               r"checkpoint.npz\); try a smaller learning rate$"):
         run(tmp_path, "poisoned", 3, callback=poison, minutes=0.0)
     meta, params, _, _ = load_checkpoint(tmp_path / "poisoned" / "checkpoint.npz")
-    assert meta["state"]["step"] == 29 and all(np.all(np.isfinite(p)) for p in params.values())  # the update before
+    assert (meta["state"]["epoch"], meta["state"]["batch_in_epoch"]) == (1, 0)
+    assert meta["state"]["history"][-1]["valid_ppl"] < 20 and all(np.all(np.isfinite(p)) for p in params.values())
+    assert sorted(p.name for p in (tmp_path / "poisoned").iterdir()) == ["checkpoint.npz", "history.json"]
 
 
 def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, monkeypatch):
@@ -191,9 +197,9 @@ def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, 
     bad = len(losses) - 1  # the update whose loss exploded: the last one attempted
     limit = 10 * np.log(20) + 10  # far above log |V| = 3.0, the uniform model's loss
     assert bad > 25 and all(np.asarray(losses[:bad]) <= limit) and not losses[bad] <= limit
-    assert msg == (f"the training loss became {losses[bad]:.4g} at update {bad} of epoch 2 (the checkpoint at the "
-                   f"end of epoch 1 is kept in {out / 'checkpoint.npz'}; resume continues from there); try a smaller "
-                   "learning rate")
+    assert msg == (f"the training loss became {losses[bad]:.4g} at update {bad} of epoch 2 (the last validated "
+                   f"checkpoint, at the end of epoch 1, is kept in {out / 'checkpoint.npz'}); try a smaller "
+                   "learning rate")  # not 'resume continues from there': resumed, the run diverges again
     assert bad < 2 * 19  # stopped inside epoch 2: no further update, no epoch-2 validation or checkpoint
     saved = json.loads((out / "history.json").read_text())
     assert [e["epoch"] for e in saved["epochs"]] == [1]
@@ -574,3 +580,142 @@ def test_cli_exploding_loss_is_one_error_line(tmp_path):
                                             r"\(no checkpoint was written yet\); try a smaller learning rate",
                                             lines[0]), proc.stderr
     assert not (tmp_path / "checkpoint.npz").exists()
+
+
+# --------------------------------------------------------------------------- divergence and checkpoints inside an epoch
+def explode_from(monkeypatch, update: int) -> None:
+    """The learning rate becomes 1e30 from ``update`` on: the parameters overflow, the loss explodes."""
+    import nplm_edu.training.trainer as train_mod
+
+    rule = train_mod.learning_rate
+    monkeypatch.setattr(train_mod, "learning_rate", lambda lr0, r, t, *decay: 1e30 if t >= update else rule(lr0, r, t, *decay))
+
+
+def test_divergence_falls_back_on_the_last_validated_checkpoint(tmp_path, monkeypatch):
+    """Checkpoints every update (minutes 0) inside epoch 2 hold parameters no validation has seen, the last
+    of them those the exploded loss came from: the run falls back on the end of epoch 1, whose parameters
+    are finite and whose validation perplexity was, and leaves no copy of it behind."""
+    explode_from(monkeypatch, 25)  # 19 updates per epoch: inside epoch 2
+    out = tmp_path / "run"
+    with pytest.raises(TrainingDiverged, match=r"of epoch 2 \(the last validated checkpoint, at the end of epoch 1, is "
+                                               r"kept in .*checkpoint.npz\); try a smaller learning rate$"), \
+            np.errstate(over="ignore", invalid="ignore"):
+        run(tmp_path, "run", 3, minutes=0.0)
+    meta, params, best, _ = load_checkpoint(out / "checkpoint.npz")
+    assert (meta["state"]["step"], meta["state"]["epoch"], meta["state"]["batch_in_epoch"]) == (19, 1, 0)
+    assert np.isfinite(meta["state"]["history"][-1]["valid_ppl"])
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.npz", "history.json"]
+    assert model_from_checkpoint(out / "checkpoint.npz", best=False).perplexity(*data()[1]) < 20  # usable
+
+
+def test_divergence_in_the_first_epoch_removes_its_unvalidated_checkpoint(tmp_path, monkeypatch):
+    explode_from(monkeypatch, 10)
+    with pytest.raises(TrainingDiverged, match=r"of epoch 1 \(no epoch was validated yet: the checkpoint saved inside it "
+                                               r"is removed\); try a smaller learning rate$"), \
+            np.errstate(over="ignore", invalid="ignore"):
+        run(tmp_path, "run", 3, minutes=0.0)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["history.json"]
+
+
+def test_a_resumed_run_that_diverges_falls_back_on_the_epoch_kept_aside(tmp_path, monkeypatch):
+    """A run stopped inside epoch 2 (max_updates: a checkpoint of update 25) keeps epoch 1's end aside in
+    checkpoint.epoch.npz; resumed, it diverges, and checkpoint.npz is epoch 1's end again. Runs that end
+    at an epoch's end keep no copy."""
+    from dataclasses import replace
+
+    out = tmp_path / "run"
+    cfg = TrainConfig(epochs=3, batch=32, lr=0.3, seed=5, max_updates=25)
+    train(new_model(), data(), cfg, out_dir=out, quiet=True)
+    assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 25
+    assert load_checkpoint(out / "checkpoint.epoch.npz")[0]["state"]["step"] == 19
+    explode_from(monkeypatch, 30)
+    with pytest.raises(TrainingDiverged, match=r"the last validated checkpoint, at the end of epoch 1, is kept in"), \
+            np.errstate(over="ignore", invalid="ignore"):
+        train(new_model(), data(), replace(cfg, max_updates=None), out_dir=out, resume=True, quiet=True)
+    state = load_checkpoint(out / "checkpoint.npz")[0]["state"]
+    assert (state["step"], state["batch_in_epoch"]) == (19, 0) and not (out / "checkpoint.epoch.npz").exists()
+    monkeypatch.undo()
+    run(tmp_path, "whole", 2, minutes=0.0)
+    assert sorted(p.name for p in (tmp_path / "whole").iterdir()) == ["checkpoint.npz", "history.json"]
+
+
+def test_resume_refuses_a_checkpoint_without_a_training_state(tmp_path):
+    run(tmp_path, "run", 1)
+    ckpt = tmp_path / "run" / "checkpoint.npz"
+    meta, params, best, extra = load_checkpoint(ckpt)
+    for state in ({}, dict(meta["state"], rng_state=None), dict(meta["state"], batch_in_epoch=10 ** 9)):
+        save_checkpoint(ckpt, params, dict(meta, state=state), best, extra)
+        with pytest.raises(UserError, match=f"^{re.escape(str(ckpt))} holds no training state to resume from"):
+            run(tmp_path, "run", 2, resume=True)
+    for bad in (dict(step=-1), dict(history=[{"epoch": "x"}])):
+        save_checkpoint(ckpt, params, dict(meta, state=dict(meta["state"], **bad)), best, extra)
+        with pytest.raises(UserError, match="is not a readable nplm-edu checkpoint"):
+            load_checkpoint(ckpt)
+
+
+def test_resume_refuses_the_same_ids_over_other_words(tmp_path, capsys):
+    words = np.random.default_rng(0).choice([f"w{i}" for i in range(12)], 3000)
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("\n".join(" ".join(words[i:i + 30]) for i in range(0, 3000, 30)))
+    b.write_text(a.read_text().replace("w", "q"))
+    args = ["train", "--n", "3", "--h", "5", "--m", "3", "--quiet", "--out", str(tmp_path / "run")]
+    assert main([*args, "--corpus", str(a), "--epochs", "1"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--corpus", str(b), "--epochs", "2", "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "was trained on other data" in err[0], err
+    assert main([*args, "--corpus", str(a), "--epochs", "2", "--resume"]) == 0
+
+
+def test_too_little_disk_space_is_found_before_training(tmp_path, monkeypatch):
+    import types
+
+    import nplm_edu.training.checkpoint as ck
+
+    monkeypatch.setattr(ck.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=4096))
+    seen = []
+    with pytest.raises(UserError, match=r"has 0.0 MiB free, and the checkpoints of this model need about"):
+        train(new_model(), data(), TrainConfig(epochs=1, batch=32), out_dir=tmp_path / "run", quiet=True,
+              callback=lambda step, model: seen.append(step), callback_every=1)
+    assert not seen  # not one update
+
+
+def test_a_failed_save_says_which_file_and_what_is_kept(tmp_path, monkeypatch):
+    import nplm_edu.training.trainer as train_mod
+
+    save, calls = train_mod.save_checkpoint, []
+
+    def full_disk(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return save(*args, **kw)
+
+    monkeypatch.setattr(train_mod, "save_checkpoint", full_disk)
+    out = tmp_path / "run"
+    with pytest.raises(UserError) as info:
+        run(tmp_path, "run", 3)
+    assert str(info.value) == (f"cannot write {out / 'checkpoint.npz'}: No space left on device (the checkpoint at the "
+                               f"end of epoch 1 is kept in {out / 'checkpoint.npz'}; resume continues from there)")
+    assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["epoch"] == 1
+
+
+def test_stale_temporaries_of_every_file_of_a_run_are_removed(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    stale = [out / "history.json.k1ll3d.tmp", out / "checkpoint.epoch.npz.k1ll3d.tmp", out / "checkpoint.npz.x.tmp"]
+    for p in stale:
+        p.write_bytes(b"half")
+    run(tmp_path, "run", 1)
+    assert not any(p.exists() for p in stale)
+
+
+def test_ctrl_c_while_the_command_line_is_built_is_one_line(monkeypatch, capsys):
+    import nplm_edu.cli as cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["train"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"

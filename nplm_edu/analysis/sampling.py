@@ -115,7 +115,7 @@ def side_by_side(models: dict, vocab, prompt: list[str], seed: int = 0, **kw) ->
 def load_network(paths, corpus):
     """The first checkpoint among ``paths`` whose network was trained on ``corpus``'s training
     and validation windows (same vocabulary, same data), as a model; None if there is none."""
-    from ..training.checkpoint import data_fingerprint, load_checkpoint, model_from_checkpoint
+    from ..training.checkpoint import corpus_fingerprints, load_checkpoint, model_from_checkpoint
 
     for path in paths:
         path = Path(path)
@@ -125,6 +125,6 @@ def load_network(paths, corpus):
         n = meta["model"].get("n", 0)
         if meta["model"].get("V") != corpus.V or n < 2:
             continue
-        if meta.get("data") == data_fingerprint(corpus.V, corpus.windows("train", n)[1], corpus.windows("valid", n)[1]):
+        if meta.get("data") in corpus_fingerprints(corpus, n):
             return model_from_checkpoint(path)
     return None

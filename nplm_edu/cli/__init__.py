@@ -57,10 +57,9 @@ def _parse(parser: argparse.ArgumentParser, argv, speak: bool) -> argparse.Names
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     speak = mpi_rank() == 0  # under mpiexec every rank meets the same bad input: rank 0 says it, once
     try:
-        args = _parse(parser, argv, speak)
+        args = _parse(build_parser(), argv, speak)
         return int(args.func(args) or 0)
     except (UserError, OSError, MemoryError, KeyboardInterrupt) as e:
         message, status = one_line(e)

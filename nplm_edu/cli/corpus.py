@@ -8,6 +8,7 @@ from pathlib import Path
 from ..data.corpus import BROWN_SPLIT, Corpus, CorpusSpec, export
 from ..data.vocab import UNK
 from ..errors import UserError
+from ..training.checkpoint import check_writable
 
 
 def split_size(text: str) -> float | int:
@@ -64,6 +65,7 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_export(args) -> int:
+    check_writable(args.out)  # before the corpus is read
     c = corpus_from_args(args)
     for s, p in export(c, Path(args.out)).items():
         print(f"wrote {p} ({len(c.split(s)):,} tokens)")

@@ -10,7 +10,7 @@ from ..analysis.mixture import mixture_report
 from ..errors import UserError
 from ..experiments.common import check_output_path, write_json_atomic
 from ..models.ngram import InterpolatedTrigram
-from ..training.checkpoint import model_from_checkpoint
+from ..training.checkpoint import corpus_fingerprints, load_checkpoint, model_from_checkpoint
 from .corpus import add_corpus_args, corpus_from_args
 
 
@@ -21,6 +21,9 @@ def _cmd_mix(args) -> int:
     corpus = corpus_from_args(args)
     if corpus.V != model.V:
         raise UserError(f"the checkpoint's model has |V| = {model.V} but corpus {args.corpus!r} has {corpus.V} words")
+    if load_checkpoint(args.checkpoint)[0].get("data") not in corpus_fingerprints(corpus, model.order):
+        raise UserError(f"{args.checkpoint} was trained on other data (another corpus, split or vocabulary): "
+                        "mix it on the corpus it was trained on, with the same corpus options")
     tri = InterpolatedTrigram(corpus.V, verbose=False).fit(corpus.train, valid=corpus.windows("valid", 3),
                                                            iterations=args.em_iterations)
     with np.errstate(all="ignore"):

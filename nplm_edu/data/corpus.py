@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .files import atomic_write
+from .files import atomic_write, remove_stale_temporaries
 from ..errors import UserError, option
 from .sources import BROWN_FIX, brown_available, brown_source, brown_tokens, text_token_chunks, text_tokens
 from .vocab import PARAGRAPH, TEXT, UNK, Vocabulary, encode_stream
@@ -152,6 +152,9 @@ def _load_stream(kind: str, source: Path | None, min_count: int, read, cache: bo
             pass  # a damaged cache file is rebuilt below
     ids, vocab = encode_stream(read(), min_count)
     if cache:
+        # what a process killed while writing the cache left (a temporary file that no writer has
+        # touched for a minute: another process may be writing its own now)
+        remove_stale_temporaries(cache_dir(), older_than=60)
         _save_cache(path, ids, vocab)
     return ids, vocab
 

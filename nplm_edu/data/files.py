@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -53,3 +54,25 @@ def atomic_write(path, write, binary: bool = True) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def remove_stale_temporaries(*paths, older_than: float | None = None) -> None:
+    """Delete the temporary files ``<path>.<random>.tmp`` that :func:`atomic_write` leaves beside each
+    of ``paths`` when its process is killed mid-write; a folder among ``paths`` (one of ours, such as
+    the corpus cache) loses every ``*.tmp`` file in it. With ``older_than`` (seconds), only those
+    unchanged for that long: where another process may be writing one now (a shared cache).
+
+    >>> import tempfile as t
+    >>> d = Path(t.mkdtemp()); _ = (d / "c.npz.k1ll3d.tmp").write_bytes(b"half"), (d / "notes.tmp").write_text("mine")
+    >>> remove_stale_temporaries(d / "c.npz"); sorted(p.name for p in d.iterdir())
+    ['notes.tmp']
+    """
+    now = time.time()
+    for path in map(Path, paths):
+        found = path.glob("*.tmp") if path.is_dir() else path.parent.glob(path.name + ".*.tmp")
+        for tmp in (found if path.is_dir() or path.parent.is_dir() else ()):
+            try:
+                if older_than is None or now - tmp.stat().st_mtime > older_than:
+                    tmp.unlink()
+            except OSError:  # gone meanwhile, or not ours to remove
+                pass

@@ -15,13 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
-from ..data.files import atomic_write
+from ..data.files import atomic_write, remove_stale_temporaries  # noqa: F401 -- the trainer's too
 from ..errors import UserError, a_model
 
 FORMAT = "nplm-edu-checkpoint-2"
@@ -62,7 +63,10 @@ class TrainState:
                 v, allowed = d[f.name], sum((kinds[t.strip()] for t in str(f.type).split("|")), ())
                 if not isinstance(v, allowed) or (isinstance(v, bool) and bool not in allowed):
                     raise ValueError(f"state field {f.name!r} is {v!r}, not {f.type}")
-        if not all(isinstance(e, dict) for e in d.get("history", [])):
+        negative = [k for k in ("step", "epoch", "batch_in_epoch", "loss_count", "bad_epochs") if d.get(k, 0) < 0]
+        if negative:
+            raise ValueError(f"state fields {negative} are negative")
+        if not all(isinstance(e, dict) and isinstance(e.get("epoch"), int) for e in d.get("history", [])):
             raise ValueError("state field 'history' is not a list of epochs")
         for name in ("rng_state", "drop_state"):
             if d.get(name) is not None:
@@ -70,27 +74,44 @@ class TrainState:
         return cls(**d)
 
 
-def data_fingerprint(V: int, *arrays) -> str:
-    """A short hash of the vocabulary size and the token arrays (training targets, validation targets):
-    a checkpoint resumes only on the data it was trained on."""
+def data_fingerprint(V: int, *arrays, words=None) -> str:
+    """A short hash of the vocabulary size, the token arrays (training targets, validation targets)
+    and, when known, the vocabulary's words in id order: a checkpoint resumes only on the data it was
+    trained on, not on other words that happen to have the same ids."""
     h = hashlib.sha256(f"V={V}".encode())
     for a in arrays:
         if a is not None:
             a = np.ascontiguousarray(a)
             h.update(f"{a.dtype}{a.shape}".encode())
             h.update(a.tobytes())
+    if words is not None:
+        h.update(b"|words|" + "\x00".join(words).encode("utf-8", "surrogatepass"))
     return h.hexdigest()[:20]
 
 
-def remove_stale_temporaries(path) -> None:
-    """Delete ``<checkpoint>.*.tmp`` files left behind by a process killed while writing."""
+def corpus_fingerprints(corpus, n: int) -> tuple[str, str]:
+    """The fingerprints a network of order ``n`` trained on ``corpus`` carries: trained from the corpus
+    itself (its words known), or from its windows alone (ids only)."""
+    targets = corpus.windows("train", n)[1], corpus.windows("valid", n)[1]
+    return data_fingerprint(corpus.V, *targets, words=corpus.vocab.words), data_fingerprint(corpus.V, *targets)
+
+
+def epoch_copy(path) -> Path:
+    """Where the last checkpoint at the end of an epoch (validated) waits while a checkpoint made
+    inside the next epoch (unvalidated) holds ``path``: ``checkpoint.epoch.npz`` beside
+    ``checkpoint.npz``. A run that diverges falls back on it."""
     path = Path(path)
-    if path.parent.is_dir():
-        for tmp in path.parent.glob(path.name + ".*.tmp"):
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
+    return path.with_name(path.stem + ".epoch" + path.suffix)
+
+
+def keep_aside(path: Path, copy: Path) -> None:
+    """``copy`` becomes a second name of ``path``'s file (a hard link; a copy where links are not
+    possible), which the atomic rename of the next write of ``path`` leaves untouched."""
+    copy.unlink(missing_ok=True)
+    try:
+        os.link(path, copy)
+    except OSError:
+        shutil.copyfile(path, copy)
 
 
 def check_writable(folder) -> Path:
@@ -99,13 +120,25 @@ def check_writable(folder) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test.")
-        os.close(fd)
-        os.unlink(probe)
+        try:  # a byte written and flushed to disk: a full disk fails here, not only at the first save
+            os.write(fd, b"x")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
     except OSError as e:  # a file where a folder should be says so; anything else, as the system says it
         blocker = next((p for p in [folder, *folder.parents] if p.exists() and not p.is_dir()), None)
         why = f"{blocker} is a file, not a folder" if blocker is not None else e.strerror or str(e)
         raise UserError(f"cannot write to {folder}: {why}") from None
     return folder
+
+
+def check_space(folder, need: int, what: str) -> None:
+    """One clear line, before any training, when ``folder``'s disk has less than ``need`` bytes free."""
+    free = shutil.disk_usage(folder).free
+    if free < need:
+        raise UserError(f"{folder} has {free / 2 ** 20:,.1f} MiB free, and {what} need about "
+                        f"{need / 2 ** 20:,.1f} MiB: free some space or choose another folder")
 
 
 def save_checkpoint(path, params: dict, meta: dict, best: dict | None = None, extra: dict | None = None) -> None:

@@ -6,20 +6,23 @@ parameters by the rule of :mod:`nplm_edu.training.optim` (the paper's SGD or Ada
 lr / (1 + r t) * lr_decay^epoch); after every epoch the validation perplexity decides early stopping
 (``patience`` epochs without a better one), and the best parameters are kept.
 
-The batches of an epoch are :class:`WindowBatches` (n-gram windows, permuted) unless the backend
-brings its own plan (``backend.batches``: a recurrent model's stream, :mod:`nplm_edu.training.stream`).
+The batches of an epoch are :class:`~nplm_edu.training.batches.WindowBatches` (n-gram windows,
+permuted) unless the backend brings its own plan (``backend.batches``: a recurrent model's stream,
+:mod:`nplm_edu.training.stream`).
 How one minibatch is computed is a *backend* (:class:`SerialBackend` here; the output-block and
 hogwild algorithms of section 3 are backends in :mod:`nplm_edu.training.parallel`). The loop, its
 :class:`~nplm_edu.training.checkpoint.TrainState`, its checkpoint format and its guards are the same
 for all: checkpoints after every epoch, every ``checkpoint_every_minutes`` and on Ctrl-C or SIGTERM
 (where the backend allows it), bit-exact resume on the same data, ``max_updates``, and a clear stop
-with the last good checkpoint kept when the loss becomes NaN, infinite or explodes.
+with the last checkpoint validated at an epoch's end kept when the loss becomes NaN, infinite or
+explodes (a checkpoint saved inside the epoch since then is not: no validation has seen it).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
@@ -31,14 +34,14 @@ from ..data.files import atomic_write
 from ..errors import UserError, a_model, check_seed, option
 from ..progress import progress_bar
 from ..models.nplm import PARAM_NAMES
-from .checkpoint import (TrainingDiverged, TrainState, check_writable, data_fingerprint, load_checkpoint,
-                         remove_stale_temporaries, save_checkpoint)
+from .checkpoint import (TrainingDiverged, TrainState, check_space, check_writable, data_fingerprint, epoch_copy,
+                         keep_aside, load_checkpoint, remove_stale_temporaries, save_checkpoint)
 from .backends import ModelBackend, SerialBackend
+from .batches import WindowBatches, epoch_order, training_windows  # noqa: F401 -- importable from here too
 from .guards import Interrupt, check_memory, exploded, interruption_says, safe_exp, sigterm_as_ctrl_c
 from .optim import learning_rate
 
-__all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "WindowBatches", "train",
-           "training_windows", "epoch_order"]
+__all__ = ["TrainConfig", "TrainingDiverged", "ModelBackend", "SerialBackend", "train"]
 
 OPTIMIZERS = ("sgd", "adam")  # the paper's SGD rule; Adam (Kingma and Ba 2015)
 
@@ -112,51 +115,6 @@ TRAJECTORY = ("batch", "lr", "decay_rate", "lr_decay", "weight_decay", "optimize
               "dropout_x", "dropout_a", "tie", "seed", "examples_per_epoch")
 
 
-def epoch_order(n_examples: int, rng: np.random.Generator) -> np.ndarray:
-    """The order in which one epoch visits the examples: one permutation drawn from ``rng``."""
-    return rng.permutation(n_examples)
-
-
-def _windows(data, n: int):
-    """(train_ctx, train_tgt), (valid_ctx, valid_tgt) or None from a Corpus or a pair of pairs."""
-    if hasattr(data, "windows"):
-        return data.windows("train", n), data.windows("valid", n)
-    train, valid = data if len(data) == 2 and isinstance(data[0], (tuple, list)) else (data, None)
-    return tuple(train), (tuple(valid) if valid is not None else None)
-
-
-def training_windows(data, n: int, config: TrainConfig):
-    """Validate ``config``; return (train contexts, train targets, valid windows or None, examples per epoch)."""
-    config.validate()
-    (tr_ctx, tr_tgt), valid = _windows(data, n)
-    N = len(tr_tgt)
-    if N == 0:
-        raise UserError("no training examples")
-    per_epoch = N if config.examples_per_epoch is None else min(N, config.examples_per_epoch)
-    return tr_ctx, tr_tgt, valid, per_epoch
-
-
-class WindowBatches:
-    """The NPLM's epoch: the first ``examples_per_epoch`` windows of one permutation drawn from the
-    trainer's generator, K = ``config.batch`` at a time."""
-    unit = "ex"
-
-    def __init__(self, data, n: int, config: TrainConfig):
-        self.ctx, self.tgt, self.valid, self.per_epoch = training_windows(data, n, config)
-        self.K, self.n_batches = config.batch, -(-self.per_epoch // config.batch)
-        self.fingerprint = (self.tgt, None if self.valid is None else self.valid[1])
-
-    def order(self, rng: np.random.Generator) -> np.ndarray:
-        return epoch_order(len(self.tgt), rng)[:self.per_epoch]
-
-    def done(self, batches: int) -> int:  # examples in the first `batches` batches of an epoch
-        return min(batches * self.K, self.per_epoch)
-
-    def batch(self, order, j: int):  # (the arguments of backend.update before lr, examples in batch j)
-        idx = order[j * self.K:(j + 1) * self.K]
-        return (self.ctx[idx], self.tgt[idx]), len(idx)
-
-
 def saved_at(state: TrainState) -> str:
     """Where a checkpoint of ``state`` stands, as a message says it.
 
@@ -187,14 +145,17 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     valid, per_epoch, V = plan.valid, plan.per_epoch, model.V
     first = min(config.batch, per_epoch)  # the largest batch an update meets, checked before the first
     check_memory(backend.batch_bytes(first), f"one update on a batch of {first:,} examples")  # not once out
-    fingerprint = data_fingerprint(V, *plan.fingerprint)
+    words = getattr(getattr(corpus_or_windows, "vocab", None), "words", None)  # a corpus's, not bare windows'
+    fingerprint = data_fingerprint(V, *plan.fingerprint, words=words)
     out = Path(out_dir) if out_dir is not None and backend.writer else None
     ckpt = out / "checkpoint.npz" if out is not None else None
     if resume and out_dir is None:
         raise UserError("resume needs an output folder holding checkpoint.npz")
     if out is not None:
         check_writable(out)
-        remove_stale_temporaries(ckpt)
+        remove_stale_temporaries(ckpt, epoch_copy(ckpt), out / "history.json")
+        param_bytes = sum(p.nbytes for p in getattr(model, "params", {}).values())
+        check_space(out, 6 * param_bytes, "the checkpoints of this model")  # params, best, optimizer; old and new
     kind = getattr(model, "kind", "nplm")
     rng = np.random.default_rng(config.seed)
     state = TrainState(rng_state=rng.bit_generator.state)
@@ -215,11 +176,19 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             raise UserError(f"{path} was trained on other data (another corpus, split or vocabulary): "
                             "resume it on the same corpus, or start afresh with --force instead of --resume")
         state = TrainState.from_meta(meta["state"])
+        if not isinstance(state.rng_state, dict) or state.batch_in_epoch > plan.n_batches:
+            raise UserError(f"{path} holds no training state to resume from (no example order, or batch "
+                            f"{state.batch_in_epoch:,} of an epoch of {plan.n_batches:,})")
         backend.load(params)
         backend.load_extra(extra, state)
     # where the checkpoint this run can fall back on stands: the one it resumed from or last wrote (a
     # file left by an earlier run that --force restarts is not it)
     last_saved = saved_at(state) if resume and ckpt is not None else None
+    # whether checkpoint.npz holds an epoch's end (validated); if not, the last one that did waits in
+    # checkpoint.epoch.npz, and a run that diverges falls back on it
+    holds_epoch_end = not (resume and state.batch_in_epoch)
+    if ckpt is not None and holds_epoch_end:
+        epoch_copy(ckpt).unlink(missing_ok=True)  # an earlier epoch's, or an earlier run's
     history = {"model": asdict(model.config), "train": asdict(config), **({"parallel": info} if info else {}),
                "epochs": state.history}
 
@@ -228,14 +197,46 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             atomic_write(out / "history.json", lambda f: f.write(json.dumps(history, indent=1)), binary=False)
 
     def checkpoint():
+        """Save the run; at an epoch's end (``state.batch_in_epoch == 0``) that is a validated checkpoint,
+        inside an epoch the last validated one is kept aside first (:func:`epoch_copy`)."""
+        nonlocal last_saved, holds_epoch_end
         params = backend.params()  # collective for the output-block backend: every rank calls it
-        if ckpt is not None:
-            backend.save_rng(state)
-            meta = {"kind": kind, "model": asdict(model.config), "train": asdict(config), "data": fingerprint,
-                    "state": asdict(state)}
+        if ckpt is None:
+            return
+        at_end = state.batch_in_epoch == 0
+        backend.save_rng(state)
+        meta = {"kind": kind, "model": asdict(model.config), "train": asdict(config), "data": fingerprint,
+                "state": asdict(state)}
+        try:
+            if not at_end and holds_epoch_end and last_saved is not None:
+                keep_aside(ckpt, epoch_copy(ckpt))
             save_checkpoint(ckpt, params, meta, best, backend.extra_arrays())
-            nonlocal last_saved
-            last_saved = saved_at(state)
+            if at_end:
+                epoch_copy(ckpt).unlink(missing_ok=True)
+        except TrainingDiverged:  # parameters no longer finite: the file is not overwritten
+            raise diverged("the parameters stopped being finite") from None
+        except OSError as e:  # a full disk, say: the one line names the file and what is kept
+            raise UserError(with_kept(f"cannot write {ckpt}: {e.strerror or e}")) from None
+        last_saved, holds_epoch_end = saved_at(state), at_end
+
+    def fall_back() -> str | None:
+        """After a divergence: checkpoint.npz back to the last checkpoint validated at an epoch's end,
+        and what the one line says of it (a checkpoint made inside the first epoch is removed)."""
+        nonlocal last_saved, holds_epoch_end
+        if ckpt is None:
+            return None
+        if not holds_epoch_end:
+            if epoch_copy(ckpt).exists():
+                os.replace(epoch_copy(ckpt), ckpt)
+                last_saved = f"at the end of epoch {state.epoch}"
+            else:
+                ckpt.unlink(missing_ok=True)
+                holds_epoch_end = True
+                return "no epoch was validated yet: the checkpoint saved inside it is removed"
+            holds_epoch_end = True
+        if last_saved is None:
+            return "no checkpoint was written yet"
+        return f"the last validated checkpoint, {last_saved}, is kept in {ckpt}"
 
     def kept() -> str | None:  # what survives of the run, as the one line of a failure or of Ctrl-C says it
         if ckpt is None:
@@ -257,7 +258,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         bar.close()
         write_history()
         where = f"at {at or f'update {state.step}'} of epoch {state.epoch + 1}{detail}"
-        return TrainingDiverged(with_kept(f"{what} {where}") + "; try a smaller learning rate")
+        said = fall_back()
+        return TrainingDiverged(f"{what} {where}" + (f" ({said})" if said else "") + "; try a smaller learning rate")
 
     K, n_batches = config.batch, plan.n_batches
     last_save = time.monotonic()
