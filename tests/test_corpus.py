@@ -404,11 +404,14 @@ def test_a_cache_write_removes_what_a_killed_writer_left(cache, tmp_path):
     import os
 
     cache.mkdir()
-    old, fresh = cache / "text-0123.npz.k1ll3d.tmp", cache / "text-4567.npz.wr1t1ng.tmp"
-    old.write_bytes(b"half a cache")
-    fresh.write_bytes(b"being written")
-    os.utime(old, (time.time() - 120, time.time() - 120))
+    old, fresh = cache / f"text-{'0' * 20}.npz.k1ll3d.tmp", cache / f"text-{'1' * 20}.npz.wr1t1ng.tmp"
+    theirs = [cache / "thesis.tmp", cache / "notes.npz.backup.tmp"]  # not the cache's: never touched
+    for p in [old, fresh, *theirs]:
+        p.write_bytes(b"some bytes")
+    for p in [old, *theirs]:
+        os.utime(p, (time.time() - 120, time.time() - 120))
     text = tmp_path / "t.txt"
     text.write_text("a b c a b c d\n" * 50)
     load_corpus(str(text))
-    assert not old.exists() and fresh.exists() and len(list(cache.glob("text-*.npz"))) == 1
+    assert not old.exists() and fresh.exists() and all(p.exists() for p in theirs)
+    assert len(list(cache.glob("text-*.npz"))) == 1

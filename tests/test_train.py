@@ -719,3 +719,56 @@ def test_ctrl_c_while_the_command_line_is_built_is_one_line(monkeypatch, capsys)
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert cli.main(["train"]) == 130
     assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def test_a_lost_epoch_copy_after_the_first_epoch_leaves_the_file_and_says_so(tmp_path, monkeypatch):
+    """Resumed from a checkpoint inside epoch 2 whose epoch copy is gone (a folder copied without it),
+    a diverging run keeps that checkpoint rather than remove the only one, and says what it is."""
+    from dataclasses import replace
+
+    out = tmp_path / "run"
+    cfg = TrainConfig(epochs=3, batch=32, lr=0.3, seed=5, max_updates=25)
+    train(new_model(), data(), cfg, out_dir=out, quiet=True)
+    (out / "checkpoint.epoch.npz").unlink()
+    explode_from(monkeypatch, 30)
+    with pytest.raises(TrainingDiverged, match=r"\(the checkpoint at update 25, in epoch 2 in .*checkpoint.npz was saved "
+                                               r"inside an epoch, and no validated one was kept aside\)"), \
+            np.errstate(over="ignore", invalid="ignore"):
+        train(new_model(), data(), replace(cfg, max_updates=None), out_dir=out, resume=True, quiet=True)
+    assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 25
+
+
+def test_parameters_that_stop_being_finite_at_an_epoch_end_are_not_counted_as_that_epoch(tmp_path):
+    """Without validation data nothing checks the parameters at an epoch's end but the save: the line
+    names the epoch that failed, the history ends with the epoch before, checkpoint.npz is its end."""
+    def poison(step, model):
+        if step == 38:  # the last update of epoch 2
+            model.params["b"][0] = np.inf
+
+    out = tmp_path / "run"
+    with pytest.raises(TrainingDiverged, match=r"stopped being finite at update 38 of epoch 2 \(the last validated "
+                                               r"checkpoint, at the end of epoch 1, is kept in"):
+        train(new_model(), data()[0], TrainConfig(epochs=3, batch=32, lr=0.3, seed=5), out_dir=out, quiet=True,
+              callback=poison, callback_every=1)
+    assert [e["epoch"] for e in json.loads((out / "history.json").read_text())["epochs"]] == [1]
+    assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 19
+
+
+def test_a_checkpoint_fingerprinted_by_ids_alone_still_resumes(tmp_path):
+    """Checkpoints written before the words were part of the fingerprint resume on the same data."""
+    from dataclasses import replace
+
+    from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.training.checkpoint import data_fingerprint
+
+    corpus = load_corpus("synthetic", synthetic_tokens=3000)
+    out, cfg = tmp_path / "run", TrainConfig(epochs=1, batch=64, lr=0.3)
+    model = FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=3, h=4, seed=1))
+    train(model, corpus, cfg, out_dir=out, quiet=True)
+    meta, params, best, extra = load_checkpoint(out / "checkpoint.npz")
+    ids_only = data_fingerprint(corpus.V, corpus.windows("train", 3)[1], corpus.windows("valid", 3)[1])
+    assert meta["data"] != ids_only
+    save_checkpoint(out / "checkpoint.npz", params, dict(meta, data=ids_only), best, extra)
+    hist = train(FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=3, h=4, seed=1)), corpus, replace(cfg, epochs=2),
+                 out_dir=out, resume=True, quiet=True)
+    assert [e["epoch"] for e in hist["epochs"]] == [1, 2]

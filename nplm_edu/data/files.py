@@ -58,8 +58,7 @@ def atomic_write(path, write, binary: bool = True) -> Path:
 
 def remove_stale_temporaries(*paths, older_than: float | None = None) -> None:
     """Delete the temporary files ``<path>.<random>.tmp`` that :func:`atomic_write` leaves beside each
-    of ``paths`` when its process is killed mid-write; a folder among ``paths`` (one of ours, such as
-    the corpus cache) loses every ``*.tmp`` file in it. With ``older_than`` (seconds), only those
+    of ``paths`` when its process is killed mid-write. With ``older_than`` (seconds), only those
     unchanged for that long: where another process may be writing one now (a shared cache).
 
     >>> import tempfile as t
@@ -69,8 +68,9 @@ def remove_stale_temporaries(*paths, older_than: float | None = None) -> None:
     """
     now = time.time()
     for path in map(Path, paths):
-        found = path.glob("*.tmp") if path.is_dir() else path.parent.glob(path.name + ".*.tmp")
-        for tmp in (found if path.is_dir() or path.parent.is_dir() else ()):
+        if not path.parent.is_dir():
+            continue
+        for tmp in path.parent.glob(path.name + ".*.tmp"):
             try:
                 if older_than is None or now - tmp.stat().st_mtime > older_than:
                     tmp.unlink()

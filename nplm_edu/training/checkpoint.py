@@ -104,14 +104,17 @@ def epoch_copy(path) -> Path:
     return path.with_name(path.stem + ".epoch" + path.suffix)
 
 
-def keep_aside(path: Path, copy: Path) -> None:
-    """``copy`` becomes a second name of ``path``'s file (a hard link; a copy where links are not
-    possible), which the atomic rename of the next write of ``path`` leaves untouched."""
+def keep_aside(path: Path, copy: Path) -> bool:
+    """``copy`` becomes a second name of ``path``'s file (a hard link; a copy written atomically where
+    links are not possible), which the atomic rename of the next write of ``path`` leaves untouched.
+    Returns True (a copy now exists)."""
     copy.unlink(missing_ok=True)
     try:
         os.link(path, copy)
     except OSError:
-        shutil.copyfile(path, copy)
+        with open(path, "rb") as src:
+            atomic_write(copy, lambda f: shutil.copyfileobj(src, f))
+    return True
 
 
 def check_writable(folder) -> Path:

@@ -154,8 +154,11 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     if out is not None:
         check_writable(out)
         remove_stale_temporaries(ckpt, epoch_copy(ckpt), out / "history.json")
-        param_bytes = sum(p.nbytes for p in getattr(model, "params", {}).values())
-        check_space(out, 6 * param_bytes, "the checkpoints of this model")  # params, best, optimizer; old and new
+        # a checkpoint holds the parameters, the best ones and Adam's two moments; while one is written the
+        # one before (or the epoch's copy) is still there, whatever of them the folder already holds
+        per = sum(p.nbytes for p in model.params.values()) * (4 if config.optimizer == "adam" else 2)
+        there = sum(f.stat().st_size for f in (ckpt, epoch_copy(ckpt)) if f.exists())
+        check_space(out, max(per, 2 * per - there), "the checkpoints of this model")
     kind = getattr(model, "kind", "nplm")
     rng = np.random.default_rng(config.seed)
     state = TrainState(rng_state=rng.bit_generator.state)
@@ -172,7 +175,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         if meta["train"].get("frozen", "") != config.frozen:  # older checkpoints froze nothing
             raise UserError(f"cannot resume with frozen={config.frozen!r}: the checkpoint used "
                             f"{meta['train'].get('frozen', '')!r}")
-        if meta.get("data") != fingerprint:
+        if meta.get("data") not in (fingerprint, data_fingerprint(V, *plan.fingerprint)):  # or by ids alone
             raise UserError(f"{path} was trained on other data (another corpus, split or vocabulary): "
                             "resume it on the same corpus, or start afresh with --force instead of --resume")
         state = TrainState.from_meta(meta["state"])
@@ -189,6 +192,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     holds_epoch_end = not (resume and state.batch_in_epoch)
     if ckpt is not None and holds_epoch_end:
         epoch_copy(ckpt).unlink(missing_ok=True)  # an earlier epoch's, or an earlier run's
+    # where the validated checkpoint it can fall back on stands, in checkpoint.npz or kept aside
+    validated = last_saved if holds_epoch_end else (
+        f"at the end of epoch {state.epoch}" if ckpt is not None and state.epoch and epoch_copy(ckpt).exists() else None)
     history = {"model": asdict(model.config), "train": asdict(config), **({"parallel": info} if info else {}),
                "epochs": state.history}
 
@@ -199,41 +205,49 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     def checkpoint():
         """Save the run; at an epoch's end (``state.batch_in_epoch == 0``) that is a validated checkpoint,
         inside an epoch the last validated one is kept aside first (:func:`epoch_copy`)."""
-        nonlocal last_saved, holds_epoch_end
+        nonlocal last_saved, holds_epoch_end, validated
         params = backend.params()  # collective for the output-block backend: every rank calls it
         if ckpt is None:
             return
-        at_end = state.batch_in_epoch == 0
+        at_end, aside = state.batch_in_epoch == 0, False
         backend.save_rng(state)
         meta = {"kind": kind, "model": asdict(model.config), "train": asdict(config), "data": fingerprint,
                 "state": asdict(state)}
         try:
             if not at_end and holds_epoch_end and last_saved is not None:
-                keep_aside(ckpt, epoch_copy(ckpt))
+                aside = keep_aside(ckpt, epoch_copy(ckpt))
             save_checkpoint(ckpt, params, meta, best, backend.extra_arrays())
-            if at_end:
+        except (TrainingDiverged, OSError) as e:  # checkpoint.npz is as it was: no copy of it is needed
+            if aside:
                 epoch_copy(ckpt).unlink(missing_ok=True)
-        except TrainingDiverged:  # parameters no longer finite: the file is not overwritten
+            if isinstance(e, OSError):  # a full disk, say: the one line names the file and what is kept
+                raise UserError(with_kept(f"cannot write {ckpt}: {e.strerror or e}")) from None
+            if at_end:  # the epoch just counted is not saved: the line and the history stand before it
+                state.history.pop()
+                state.epoch -= 1
             raise diverged("the parameters stopped being finite") from None
-        except OSError as e:  # a full disk, say: the one line names the file and what is kept
-            raise UserError(with_kept(f"cannot write {ckpt}: {e.strerror or e}")) from None
+        if at_end:
+            epoch_copy(ckpt).unlink(missing_ok=True)
         last_saved, holds_epoch_end = saved_at(state), at_end
+        validated = last_saved if at_end else validated
 
     def fall_back() -> str | None:
         """After a divergence: checkpoint.npz back to the last checkpoint validated at an epoch's end,
-        and what the one line says of it (a checkpoint made inside the first epoch is removed)."""
+        and what the one line says of it (a checkpoint saved inside the first epoch is removed)."""
         nonlocal last_saved, holds_epoch_end
         if ckpt is None:
             return None
         if not holds_epoch_end:
-            if epoch_copy(ckpt).exists():
+            if validated is not None and epoch_copy(ckpt).exists():
                 os.replace(epoch_copy(ckpt), ckpt)
-                last_saved = f"at the end of epoch {state.epoch}"
-            else:
+                last_saved, holds_epoch_end = validated, True
+            elif not state.history:  # the first epoch: nothing validated to fall back on
                 ckpt.unlink(missing_ok=True)
-                holds_epoch_end = True
+                last_saved, holds_epoch_end = None, True
                 return "no epoch was validated yet: the checkpoint saved inside it is removed"
-            holds_epoch_end = True
+            else:  # the copy is gone (a folder copied without it, say): the file stays, for what it is
+                return (f"the checkpoint {last_saved} in {ckpt} was saved inside an epoch, and no validated one "
+                        "was kept aside")
         if last_saved is None:
             return "no checkpoint was written yet"
         return f"the last validated checkpoint, {last_saved}, is kept in {ckpt}"
