@@ -772,3 +772,46 @@ def test_a_checkpoint_fingerprinted_by_ids_alone_still_resumes(tmp_path):
     hist = train(FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=3, h=4, seed=1)), corpus, replace(cfg, epochs=2),
                  out_dir=out, resume=True, quiet=True)
     assert [e["epoch"] for e in hist["epochs"]] == [1, 2]
+
+
+def test_the_space_check_counts_the_copy_kept_aside_inside_an_epoch(tmp_path, monkeypatch):
+    """Inside an epoch, the epoch's copy, checkpoint.npz and the next write's temporary file coexist:
+    three checkpoints' worth (parameters and best ones: 2 x 4 bytes per float32 parameter)."""
+    import types
+
+    import nplm_edu.training.checkpoint as ck
+
+    model = new_model()
+    per = 2 * sum(p.nbytes for p in model.params.values())
+    monkeypatch.setattr(ck.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=int(2.5 * per)))
+    with pytest.raises(UserError, match="the checkpoints of this model need about"):
+        train(model, data(), TrainConfig(epochs=1, batch=32), out_dir=tmp_path / "run", quiet=True)
+    monkeypatch.setattr(ck.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=3 * per))
+    train(model, data(), TrainConfig(epochs=1, batch=32), out_dir=tmp_path / "run", quiet=True)
+
+
+def test_a_fresh_start_leaves_an_earlier_runs_files_until_its_own_first_save(tmp_path, monkeypatch):
+    """--force over a run stopped inside an epoch: until the new run saves, the folder keeps the old
+    checkpoint and its epoch copy together; the new run's first save removes the copy."""
+    out = tmp_path / "run"
+    train(new_model(), data(), TrainConfig(epochs=3, batch=32, lr=0.3, seed=5, max_updates=25), out_dir=out, quiet=True)
+    with pytest.raises(TrainingDiverged, match=r"\(no checkpoint was written yet\)"), \
+            np.errstate(over="ignore", invalid="ignore"):
+        train(new_model(), data(), TrainConfig(epochs=1, batch=32, lr=1e30), out_dir=out, quiet=True)
+    assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 25
+    assert load_checkpoint(out / "checkpoint.epoch.npz")[0]["state"]["step"] == 19
+    train(new_model(), data(), TrainConfig(epochs=1, batch=32, lr=0.3), out_dir=out, quiet=True)
+    assert not (out / "checkpoint.epoch.npz").exists()
+
+
+def test_a_failed_output_check_leaves_no_new_folder(tmp_path, monkeypatch, capsys):
+    import nplm_edu.cli.train as cli_train
+
+    def made_then_full(folder):  # what check_writable meets on a full disk: the folder made, the byte refused
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        raise UserError(f"cannot write to {folder}: No space left on device")
+
+    monkeypatch.setattr(cli_train, "check_writable", made_then_full)
+    out = tmp_path / "new"
+    assert main(["train", "--corpus", "synthetic", "--epochs", "1", "--out", str(out)]) == 2
+    assert not out.exists() and "No space left on device" in capsys.readouterr().err

@@ -53,8 +53,8 @@ def _handler(args) -> int:
     if args.parallel != "hogwild" and args.workers != 1:
         raise UserError("--workers is for --parallel hogwild (output-block runs on the ranks mpiexec starts)")
     new_out = not Path(args.out).exists()
-    _check_outputs(args)  # before any setup: under mpiexec, on every rank before MPI starts
     try:
+        _check_outputs(args)  # before any setup: under mpiexec, on every rank before MPI starts
         comm = world() if args.parallel == "output-block" else None
         with abort_on_error(comm):  # from here on, an error on one rank ends every rank (serially: no-op)
             return _run(args, config, net, comm, started)

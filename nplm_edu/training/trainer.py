@@ -154,11 +154,11 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     if out is not None:
         check_writable(out)
         remove_stale_temporaries(ckpt, epoch_copy(ckpt), out / "history.json")
-        # a checkpoint holds the parameters, the best ones and Adam's two moments; while one is written the
-        # one before (or the epoch's copy) is still there, whatever of them the folder already holds
+        # a checkpoint holds the parameters, the best ones and Adam's two moments; while one is written
+        # inside an epoch, the one before and the epoch's copy are still there (less what the folder holds)
         per = sum(p.nbytes for p in model.params.values()) * (4 if config.optimizer == "adam" else 2)
         there = sum(f.stat().st_size for f in (ckpt, epoch_copy(ckpt)) if f.exists())
-        check_space(out, max(per, 2 * per - there), "the checkpoints of this model")
+        check_space(out, max(per, 3 * per - there), "the checkpoints of this model")
     kind = getattr(model, "kind", "nplm")
     rng = np.random.default_rng(config.seed)
     state = TrainState(rng_state=rng.bit_generator.state)
@@ -190,8 +190,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     # whether checkpoint.npz holds an epoch's end (validated); if not, the last one that did waits in
     # checkpoint.epoch.npz, and a run that diverges falls back on it
     holds_epoch_end = not (resume and state.batch_in_epoch)
-    if ckpt is not None and holds_epoch_end:
-        epoch_copy(ckpt).unlink(missing_ok=True)  # an earlier epoch's, or an earlier run's
+    if ckpt is not None and resume and holds_epoch_end:
+        epoch_copy(ckpt).unlink(missing_ok=True)  # an earlier epoch's (a fresh start's first save removes it)
     # where the validated checkpoint it can fall back on stands, in checkpoint.npz or kept aside
     validated = last_saved if holds_epoch_end else (
         f"at the end of epoch {state.epoch}" if ckpt is not None and state.epoch and epoch_copy(ckpt).exists() else None)
@@ -214,7 +214,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         meta = {"kind": kind, "model": asdict(model.config), "train": asdict(config), "data": fingerprint,
                 "state": asdict(state)}
         try:
-            if not at_end and holds_epoch_end and last_saved is not None:
+            if last_saved is None:  # this run's first save: an earlier run's copy is no longer anyone's
+                epoch_copy(ckpt).unlink(missing_ok=True)
+            elif not at_end and holds_epoch_end:
                 aside = keep_aside(ckpt, epoch_copy(ckpt))
             save_checkpoint(ckpt, params, meta, best, backend.extra_arrays())
         except (TrainingDiverged, OSError) as e:  # checkpoint.npz is as it was: no copy of it is needed
