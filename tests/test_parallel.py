@@ -244,7 +244,7 @@ def test_mpi_cli_refuses_in_one_line(tmp_path):
 BAD_RUNS = {  # a command line every rank finds wrong at the same point, and the one line rank 0 says
     "argparse": (["--lr", "abc"], r"python -m nplm_edu train: error: argument --lr: invalid float value: 'abc'"),
     "unwritable out": (["--out", "/etc/passwd/x"], r"error: cannot write to /etc/passwd/x: /etc/passwd is a file, not a folder"),
-    "diverging": (["--lr", "1e30"], r"error: the training loss became \S+ at update 1 of epoch 1 \(no checkpoint "
+    "diverging": (["--lr", "1e30"], r"error: the training loss became \S+ at update 2 of epoch 1 \(no checkpoint "
                                     r"was written yet\); try a smaller learning rate"),
 }
 

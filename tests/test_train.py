@@ -194,10 +194,10 @@ def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, 
     with pytest.raises(TrainingDiverged) as info, np.errstate(over="ignore", invalid="ignore"):
         train(model, data(), cfg, out_dir=out, quiet=True)  # (numpy's overflow warnings are expected)
     msg = str(info.value)
-    bad = len(losses) - 1  # the update whose loss exploded: the last one attempted
+    bad = len(losses) - 1  # the index of the update whose loss exploded (the last attempted): update bad + 1
     limit = 10 * np.log(20) + 10  # far above log |V| = 3.0, the uniform model's loss
     assert bad > 25 and all(np.asarray(losses[:bad]) <= limit) and not losses[bad] <= limit
-    assert msg == (f"the training loss became {losses[bad]:.4g} at update {bad} of epoch 2 (the last validated "
+    assert msg == (f"the training loss became {losses[bad]:.4g} at update {bad + 1} of epoch 2 (the last validated "
                    f"checkpoint, at the end of epoch 1, is kept in {out / 'checkpoint.npz'}); try a smaller "
                    "learning rate")  # not 'resume continues from there': resumed, the run diverges again
     assert bad < 2 * 19  # stopped inside epoch 2: no further update, no epoch-2 validation or checkpoint
@@ -248,7 +248,7 @@ def test_the_one_line_names_the_checkpoint_this_run_falls_back_on(tmp_path):
     with pytest.raises(KeyboardInterrupt, match="the checkpoint at the end of epoch 1 is kept in"):
         train(model, data(), cfg, out_dir=out, resume=True, quiet=True, backend=Uninterruptible(model, cfg),
               callback=ctrl_c, callback_every=1)
-    with pytest.raises(TrainingDiverged, match=r"at update 1 of epoch 1 \(no checkpoint was written yet\)"), \
+    with pytest.raises(TrainingDiverged, match=r"at update 2 of epoch 1 \(no checkpoint was written yet\)"), \
             np.errstate(over="ignore", invalid="ignore"):
         train(new_model(), data(), TrainConfig(epochs=1, batch=32, lr=1e30), out_dir=out, quiet=True)
     assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 19  # the earlier run's, untouched
@@ -274,7 +274,7 @@ def test_a_ctrl_c_from_the_callback_stops_output_blocks_at_the_next_agreement(tm
 
 
 def test_divergence_before_any_checkpoint_says_so(tmp_path):
-    with pytest.raises(TrainingDiverged, match=r"at update 1 of epoch 1 \(no checkpoint was written yet\); try a "
+    with pytest.raises(TrainingDiverged, match=r"at update 2 of epoch 1 \(no checkpoint was written yet\); try a "
                                                "smaller learning rate"), np.errstate(over="ignore", invalid="ignore"):
         train(new_model(), data(), TrainConfig(epochs=1, batch=32, lr=1e30), out_dir=tmp_path / "early", quiet=True)
     assert not (tmp_path / "early" / "checkpoint.npz").exists()

@@ -321,8 +321,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                     args, count = plan.batch(order, j)
                     lr = learning_rate(config.lr, config.decay_rate, state.step, config.lr_decay, state.epoch)
                     loss = backend.update(*args, lr)
-                    if exploded(loss, V):
-                        raise diverged(f"the training loss became {loss:.4g}")
+                    if exploded(loss, V):  # the loss of this update, the one after those counted in state.step
+                        raise diverged(f"the training loss became {loss:.4g}", at=f"update {state.step + 1}")
                     state.step += 1
                     state.batch_in_epoch = j + 1
                     state.loss_sum += loss * count
