@@ -65,6 +65,28 @@ def test_serial_run_equals_serial_trainer(direct, K):
     assert np.abs(par["U"] - NPLM(cfg).params["U"]).max() > 1e-3  # the updates did move the parameters
 
 
+def test_the_blocks_time_includes_its_share_of_the_softmax(monkeypatch):
+    """The max, exp and sum over the block's scores split with M: the "block" timer counts them, the
+    "replicated" one does not (the softmax's Allreduce calls stay "comm")."""
+    import time as _time
+
+    import nplm_edu.training.parallel.output_block as ob
+
+    softmax = ob.softmax_inplace
+
+    def slow_softmax(y, reduce):
+        _time.sleep(0.05)
+        return softmax(y, reduce)
+
+    monkeypatch.setattr(ob, "softmax_inplace", slow_softmax)
+    cfg = NPLMConfig(V=23, n=3, m=4, h=5, seed=2)
+    tr = OutputBlockSGD(NPLM(cfg).params, batch_size=4)
+    rng = np.random.default_rng(0)
+    tr.step(rng.integers(0, 23, size=(4, 2)), rng.integers(0, 23, size=4))
+    t = tr.split_times()
+    assert t["block"] >= 0.05 and t["replicated"] < 0.05, t
+
+
 def test_perplexity_equals_the_model():
     cfg = NPLMConfig(V=23, n=3, m=4, h=5, dtype="float64", seed=2)
     rng = np.random.default_rng(1)
