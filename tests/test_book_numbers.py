@@ -306,31 +306,34 @@ FIGURES = [
     ("07_parallel", rf"output block ran [\d.]+ times as fast \([\d.]+ against {N} ms", lambda R: per_update_ms(R, 1, 1, "block"), ".2f"),
     ("07_parallel", rf"one process \({N} against\s+[\d.]+ ms per update\)", lambda R: per_update_ms(R, 2, 128, "block"), ".1f"),
     ("07_parallel", rf"one process \([\d.]+ against\s+{N} ms per update\)", lambda R: per_update_ms(R, 1, 128, "block"), ".1f"),
-    ("07_parallel", rf"replicated part was faster too \({N} against", lambda R: per_update_ms(R, 2, 128, "replicated"), ".2f"),
-    ("07_parallel", rf"replicated part was faster too \([\d.]+ against {N} ms\)", lambda R: per_update_ms(R, 1, 128, "replicated"), ".2f"),
+    ("07_parallel", rf"replicated part hardly changed \({N} against", lambda R: per_update_ms(R, 2, 128, "replicated"), ".2f"),
+    ("07_parallel", rf"replicated part hardly changed \([\d.]+ against {N} ms\)", lambda R: per_update_ms(R, 1, 128, "replicated"), ".2f"),
     # the Amdahl exercise: the limit 1/(1 - f) and the largest M with S(M)/M >= 0.8, from the one-process profile
     ("07_parallel", rf"but only {N} and [\d.]+ for our measured", lambda R: 1 / (1 - amdahl_f(R, 1)), ".1f"),
     ("07_parallel", rf"but only [\d.]+ and {N} for our measured", lambda R: 1 / (1 - amdahl_f(R, 128)), ".1f"),
-    *[("07_parallel", rf"82 processes for the paper's model, {N} for ours at either", lambda R, K=K: math.floor((1.25 - amdahl_f(R, K)) / (1 - amdahl_f(R, K))), "d") for K in (1, 128)],
+    ("07_parallel", rf"82 processes for the paper's model, {N} and \d+ for ours", lambda R: math.floor((1.25 - amdahl_f(R, 1)) / (1 - amdahl_f(R, 1))), "d"),
+    ("07_parallel", rf"82 processes for the paper's model, \d+ and {N} for ours", lambda R: math.floor((1.25 - amdahl_f(R, 128)) / (1 - amdahl_f(R, 128))), "d"),
     ("07_parallel", rf"took about as long \({N} against", lambda R: per_update_ms(R, 2, 1, "replicated"), ".2f"),
     ("07_parallel", rf"took about as long \([\d.]+ against {N} ms\)", lambda R: per_update_ms(R, 1, 1, "replicated"), ".2f"),
-    # lock-free and locked said as one figure: their mean, to two decimals (each within 0.01 of it: tested below)
-    ("07_parallel", rf"Two workers ran about {N} times as many updates per second as one, lock-free and locked alike",
-     lambda R: sum(hogwild(R, 2, lock, "updates_per_s") / hogwild(R, 1, lock, "updates_per_s") for lock in (False, True)) / 2, ".2f"),
+    ("07_parallel", rf"Two workers ran {N} times as many updates per second as one lock-free",
+     lambda R: hogwild(R, 2, False, "updates_per_s") / hogwild(R, 1, False, "updates_per_s"), ".2f"),
+    ("07_parallel", rf"as one lock-free, and {N} times locked",
+     lambda R: hogwild(R, 2, True, "updates_per_s") / hogwild(R, 1, True, "updates_per_s"), ".2f"),
     ("07_parallel", rf"examples: {N} with one worker", lambda R: hogwild(R, 1, False, "valid_ppl"), ".2f"),
     ("07_parallel", rf"one worker, {N} lock-free and", lambda R: hogwild(R, 2, False, "valid_ppl"), ".2f"),
     ("07_parallel", rf"lock-free and {N} locked with two", lambda R: hogwild(R, 2, True, "valid_ppl"), ".2f"),
     ("07_parallel", rf"\({N} against [\d.]+\) after the same examples", lambda R: hogwild(R, 2, False, "valid_ppl"), ".2f"),
     ("07_parallel", rf"\([\d.]+ against {N}\) after the same examples", lambda R: hogwild(R, 2, True, "valid_ppl"), ".2f"),
-    ("07_parallel", rf"lock-free is {N} above locked", lambda R: hogwild(R, 2, False, "valid_ppl") / hogwild(R, 2, True, "valid_ppl") - 1, ".1%"),
-    ("07_parallel", rf"perplexity {N} above the locked variant's", lambda R: hogwild(R, 2, False, "valid_ppl") / hogwild(R, 2, True, "valid_ppl") - 1, ".1%"),
+    ("07_parallel", rf"lock-free and locked differ by {N}\)", lambda R: abs(hogwild(R, 2, False, "valid_ppl") / hogwild(R, 2, True, "valid_ppl") - 1), ".1%"),
+    ("07_parallel", rf"perplexity within {N} of the locked variant's", lambda R: abs(hogwild(R, 2, False, "valid_ppl") / hogwild(R, 2, True, "valid_ppl") - 1), ".1%"),
     ("07_parallel", rf"\({N} at \$K = 1\$, [\d.]+% at \$K = 128\$\)", OB.format(M=1, K=1) + "/block_share", ".0%"),
     ("07_parallel", rf"\([\d.]+% at \$K = 1\$, {N} at \$K = 128\$\)", OB.format(M=1, K=128) + "/block_share", ".0%"),
     ("07_parallel", rf"two processes trained MLP1 {N} times as fast as one", "parallel/speedup_m2/128", ".2f"),
     ("07_parallel", rf"the Amdahl bound of {N} from the one-process profile", lambda R: amdahl_m2(R, 128), ".2f"),
     ("07_parallel", rf"and {N} times as fast at \$K = 1\$", "parallel/speedup_m2/1", ".2f"),
     # the cost model's bound at K = 128 against the measured speedup
-    ("07_parallel", rf"\(it predicts [\d.]+ against {N}\)", "parallel/speedup_m2/128", ".2f"),
+    ("07_parallel", rf"at \$K = 128\$ it predicts [\d.]+ against the measured {N},", "parallel/speedup_m2/128", ".2f"),
+    ("07_parallel", rf"and at \$K = 1\$ [\d.]+ against the measured {N}\.", "parallel/speedup_m2/1", ".2f"),
     # chapter 8: Table 1, ours against the paper's
     ("08_results", rf"Kneser-Ney \({N} against 321\)", kn5, ".0f"),
     ("08_results", rf"MLP9: {N} against 276", "table1/rows/MLP9/test", ".0f"),
@@ -885,8 +888,8 @@ OUTPUT_FIGURES = [
     ("06_training", rf"after epoch \d+, worse than epoch {N},", r"kept the parameters of epoch (\d+)", None),
     ("06_training", rf"go back to the parameters of epoch {N}:", r"kept the parameters of epoch (\d+)", None),
     # chapter 7: the cost model against the measurements; the exactness of the MPI run
-    ("07_parallel", rf"\(it predicts {N} against", r"K = 128: model speedup at M = 2 ([\d.]+)", None),
-    ("07_parallel", rf"it matches the measurement \({N}\)", r"K = 1: model speedup at M = 2 ([\d.]+) \(measured \1\)", None),
+    ("07_parallel", rf"at \$K = 128\$ it predicts {N} against", r"K = 128: model speedup at M = 2 ([\d.]+)", None),
+    ("07_parallel", rf"and at \$K = 1\$ {N} against the measured", r"K = 1: model speedup at M = 2 ([\d.]+)", None),
     ("07_parallel", rf"to better than \$10\^\{{(-\d+)\}}\$ relative in the run above",
      r"max \|parallel - serial\| / max \|serial\| < 1e-(\d+): True", lambda k: f"-{k:.0f}"),
     # ex-parallel-1: what travels per update, MLP1 at K = 1 and 128
@@ -1233,13 +1236,6 @@ def test_markdown_speaks_to_readers(path):
                 for i, text in enumerate(texts)
                 for what, rx in FORBIDDEN.items() for m in rx.finditer(text)]
     assert not problems, f"{path.name}: " + "; ".join(problems)
-
-
-def test_one_hogwild_speedup_is_said_for_both_variants_because_both_are_that():
-    """Chapter 7 gives one figure for lock-free and locked alike (their mean, checked above): true only
-    while each of the two rounds to the same figure within 0.01."""
-    ratios = [hogwild(R, 2, lock, "updates_per_s") / hogwild(R, 1, lock, "updates_per_s") for lock in (False, True)]
-    assert max(ratios) - min(ratios) <= 0.02 and all(abs(r - sum(ratios) / 2) <= 0.01 for r in ratios), ratios
 
 
 def test_chapter_8_arithmetic_rates_are_as_its_exercise_says():
