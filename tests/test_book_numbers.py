@@ -140,6 +140,10 @@ def best_single(R):
     return min(NETWORKS, key=lambda r: single(R, r))
 
 
+def mlp9_best_updates(R):  # updates done when MLP9 reached its best validation perplexity
+    return R("table1/rows/MLP9/history")[R("table1/rows/MLP9/best_epoch") - 1]["updates"]
+
+
 def valid_at(R, row, epoch):  # validation perplexity after an epoch (1-based)
     return R(f"table1/rows/{row}/history")[epoch - 1]["valid_ppl"]
 
@@ -376,7 +380,12 @@ FIGURES = [
     ("08_results", rf"\(MLP9: {N} after the second epoch", lambda R: valid_at(R, "MLP9", 2) - R("table1/rows/MLP9/history/1/train_ppl"), ".0f"),
     ("08_results", rf"after the second epoch, {N} at the best one\)",
      lambda R: R("table1/rows/MLP9/valid") - R("table1/rows/MLP9/history")[R("table1/rows/MLP9/best_epoch") - 1]["train_ppl"], ".0f"),
-    ("08_results", rf"learning rate .{{0,80}} had fallen from 1 to {N} after", lambda R: 1 / (1 + R("table1/settings/decay_rate") * R("table1/rows/MLP9/updates")), ".2f"),
+    # the learning rate lr0 / (1 + r t), lr0 = 1, at MLP9's best epoch and when its run stopped
+    ("08_results", rf"learning rate .{{0,80}} had fallen from 1 to {N} after [\d,]+ updates, at the best epoch",
+     lambda R: 1 / (1 + R("table1/settings/decay_rate") * mlp9_best_updates(R)), ".2f"),
+    ("08_results", rf"had fallen from 1 to [\d.]+ after {N} updates, at the best epoch", mlp9_best_updates, ",d"),
+    ("08_results", rf"and to {N} after [\d,]+, when the run stopped",
+     lambda R: 1 / (1 + R("table1/settings/decay_rate") * R("table1/rows/MLP9/updates")), ".2f"),
     # chapter 8: direct connections (MLP1 with and without W)
     ("08_results", rf"best validation perplexity \({N}\) at its", "table1/rows/MLP1-ND/valid", ".1f"),
     ("08_results", rf"its test perplexity is {N} against MLP1's", "table1/rows/MLP1-ND/test", ".1f"),
@@ -929,7 +938,7 @@ OUTPUT_FIGURES = [
         (rf"at most thirty: \w+ to {W} per row", lambda *g: in_words(max(g[0::2]))),
     ]],
     ("08_results", rf"reached its lowest value, [\d.]+, at the {W} epoch", r"MLP9 \d+ (?:yes|no) (\d+) ", nth),
-    ("08_results", rf"had fallen from 1 to [\d.]+ after {N} updates", r"MLP9 \d+ (?:yes|no) \d+ ([\d,]+) ", None),
+    ("08_results", rf"and to [\d.]+ after {N}, when the run stopped", r"MLP9 \d+ (?:yes|no) \d+ ([\d,]+) ", None),
     # chapter 8: MLP1 with and without direct connections (the first epoch below 290; the best epochs)
     ("08_results", rf"below 290 on validation after {W} epochs", r"MLP1 \(direct\) \d+ \d+ \S+ \S+ (\S+) ", in_words),
     ("08_results", rf"where without them it takes {W}, and", r"MLP1-ND \(no direct\) \d+ \d+ \S+ \S+ (\S+) ", in_words),
