@@ -773,6 +773,21 @@ OUTPUT_FIGURES = [
     ("03_ngrams", rf"{W} trigrams in ten", r"(?<!\S)3 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)", lambda x: in_words(round(10 * x))),
     ("03_ngrams", rf"and {N} of the 5-grams", r"(?<!\S)5 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)", ".0%"),
     ("03_ngrams", rf"the paper reports {N} too", r"train perplexity ([\d.]+)", ".0f"),
+    # the share of test words whose 3 and 4 preceding words were seen together: the test 3- and 4-grams seen
+    ("03_ngrams", rf"occurred together in training for only {N} of the test words", r"(?<!\S)3 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)",
+     lambda x: f"{1 - x:.0%}"),
+    ("03_ngrams", rf"the 4 words before it for {N} \(the sparsity", r"(?<!\S)4 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)",
+     lambda x: f"{1 - x:.0%}"),
+    ("03_ngrams", rf"seen together in training for only {N} of the test words, and", r"(?<!\S)4 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)",
+     lambda x: f"{1 - x:.0%}"),
+    ("03_ngrams", rf"and the 3 words before it for {N}, so most", r"(?<!\S)3 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)",
+     lambda x: f"{1 - x:.0%}"),
+    # the uniform's EM weight in bins 5 to 8, and the count below which p_1(w) < 1/|V|: T / |V|
+    ("03_ngrams", rf"keeps a weight of {N} to [\d.]+ in the bins", r"q = 5: ([\d.]+) [\d.]+ [\d.]+ [\d.]+ q = 6: ([\d.]+) [\d.]+ [\d.]+ "
+     r"[\d.]+ q = 7: ([\d.]+) [\d.]+ [\d.]+ [\d.]+ q = 8: ([\d.]+)", lambda *w: f"{min(w):.2f}"),
+    ("03_ngrams", rf"keeps a weight of [\d.]+ to {N} in the bins", r"q = 5: ([\d.]+) [\d.]+ [\d.]+ [\d.]+ q = 6: ([\d.]+) [\d.]+ [\d.]+ "
+     r"[\d.]+ q = 7: ([\d.]+) [\d.]+ [\d.]+ [\d.]+ q = 8: ([\d.]+)", lambda *w: f"{max(w):.2f}"),
+    ("03_ngrams", rf"fewer than \$T/\|V\| \\approx {N}\$ times", rf"Brown: \|V\| = ([\d,]+); ([\d,]+) training", lambda V, T: f"{T / V:.0f}"),
     # Kneser-Ney from order 3 to order 5, on the test set
     ("03_ngrams", rf"helps Kneser-Ney by (less than one) percent", r"(?<!\S)3 [\d.]+ ([\d.]+) [\d.]+, [\d.]+, [\d.]+ 4 .*? 5 [\d.]+ ([\d.]+) [\d.]+,",
      lambda kn3, kn5: "less than one" if 1 - kn5 / kn3 < 0.01 else f"{1 - kn5 / kn3:.1%}"),
