@@ -11,7 +11,8 @@ work). The contexts are random word ids: the time of an update does not depend o
 they are. Time per epoch = time per update x ceil(800,000 / K) (Brown's training set).
 
 Hogwild: the synthetic corpus, same number of examples for 1 and 2 workers, locked and lock-free:
-updates/s and validation perplexity afterwards.
+updates/s and validation perplexity afterwards; and one worker given the same examples in three
+other orders, to show how far the order alone moves that perplexity.
 
 The machine may be shared with other work: the load average before and after is recorded with the
 results, each setting runs --repeat times (default 5) and the fastest run is kept; on a busy machine
@@ -112,6 +113,30 @@ def run_hogwild(examples: int) -> list[dict]:
     return rows
 
 
+def run_orders(examples: int, seeds=(1, 2, 3)) -> list[dict]:
+    """What the order of the examples alone does: one worker, the same examples as the runs above
+    (the first ``examples`` of seed 0's permutation), visited in the order of another seed's."""
+    import numpy as np
+
+    from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.models.nplm import NPLM, NPLMConfig
+    from nplm_edu.training.parallel.hogwild import train_hogwild
+
+    c = load_corpus("synthetic")
+    cfg = NPLMConfig(V=c.V, n=4, m=16, h=32, seed=0)
+    ctx, tgt = c.windows("train", 4)
+    vc, vt = c.windows("valid", 4)
+    same = np.random.default_rng(0).permutation(len(tgt))[:examples]  # the examples train_hogwild took
+    rows = []
+    for s in seeds:
+        out = []
+        train_hogwild(NPLM(cfg).params, ctx, tgt, workers=1, batch_size=1, lr=0.05, seed=0, trainer_out=out,
+                      order=np.random.default_rng(s).permutation(same))
+        rows.append({"order_seed": s, "examples": len(same), "valid_ppl": out[0].perplexity(vc, vt)})
+        print(f"one worker, the same examples in order {s}: valid ppl {rows[-1]['valid_ppl']:.3f}", flush=True)
+    return rows
+
+
 STARTED = time.monotonic()
 
 
@@ -154,6 +179,7 @@ def main() -> int:
           f"for MLP1 on Brown: {100 * paper_output_share(16383, 5, 60, 50):.2f}%")
     print("paper: communication about 1/15 = 6.7% of an epoch (32x2 CPUs, Myrinet)")
     hog = run_hogwild(a.hogwild_examples)
+    orders = run_orders(a.hogwild_examples)
     load_after = os.getloadavg()
     print(f"load average after: {load_after[0]:.2f}")
     if a.json:
@@ -164,7 +190,7 @@ def main() -> int:
                "output_block": runs, "speedup_m2": {str(k): v for k, v in speedup.items()},
                "paper_output_share_ap": paper_output_share(),
                "paper_output_share_mlp1_brown": paper_output_share(16383, 5, 60, 50),
-               "paper_comm_share": 1 / 15, "hogwild": hog}
+               "paper_comm_share": 1 / 15, "hogwild": hog, "hogwild_orders": orders}
         from nplm_edu.experiments.common import command_line, write_results
 
         write_results(Path(a.json), res, STARTED, command_line())
