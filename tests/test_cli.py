@@ -325,3 +325,12 @@ def test_export_checks_its_folder_before_reading_the_corpus(tmp_path, monkeypatc
     afile.write_text("x")
     assert main(["corpus", "export", "--out", str(afile / "sub")]) == 2
     assert capsys.readouterr().err.strip() == f"error: cannot write to {afile / 'sub'}: {afile} is a file, not a folder"
+
+
+def test_export_of_a_corpus_that_cannot_be_read_leaves_no_new_folder(tmp_path, capsys):
+    from nplm_edu.cli import main
+
+    empty, out = tmp_path / "empty.txt", tmp_path / "new"
+    empty.write_text("")
+    assert main(["corpus", "export", "--corpus", str(empty), "--out", str(out)]) == 2
+    assert not out.exists() and "empty" in capsys.readouterr().err

@@ -103,6 +103,9 @@ def test_resume_refuses_other_settings_and_kinds(corpus, tmp_path):
         run(corpus, "lstm", out=tmp_path / "r", resume=True)
     with pytest.raises(UserError, match="cannot resume with T=5"):
         run(corpus, "rnn", out=tmp_path / "r", resume=True, stream=StreamConfig(T=5, clip=0.5))
+    run(corpus, "rnn", out=tmp_path / "m", epochs=1, max_updates=200)  # inside the epoch, past a T = 40 epoch's end
+    with pytest.raises(UserError, match="cannot resume with T=40"):  # the setting named, not a state said missing
+        run(corpus, "rnn", out=tmp_path / "m", resume=True, stream=StreamConfig(T=40, clip=0.5))
     model = FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=4, h=5))
     train(model, corpus, TrainConfig(epochs=1, batch=64), out_dir=tmp_path / "n", quiet=True)
     with pytest.raises(UserError, match="holds an NPLM model, not a recurrent one"):

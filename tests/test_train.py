@@ -815,3 +815,19 @@ def test_a_failed_output_check_leaves_no_new_folder(tmp_path, monkeypatch, capsy
     out = tmp_path / "new"
     assert main(["train", "--corpus", "synthetic", "--epochs", "1", "--out", str(out)]) == 2
     assert not out.exists() and "No space left on device" in capsys.readouterr().err
+
+
+def test_a_fresh_start_whose_first_save_fails_leaves_the_earlier_runs_files_together(tmp_path, monkeypatch):
+    import nplm_edu.training.trainer as train_mod
+
+    out = tmp_path / "run"
+    train(new_model(), data(), TrainConfig(epochs=3, batch=32, lr=0.3, seed=5, max_updates=25), out_dir=out, quiet=True)
+
+    def full_disk(*args, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(train_mod, "save_checkpoint", full_disk)
+    with pytest.raises(UserError, match="No space left on device"):
+        run(tmp_path, "run", 1, minutes=0.0)
+    assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 25
+    assert load_checkpoint(out / "checkpoint.epoch.npz")[0]["state"]["step"] == 19

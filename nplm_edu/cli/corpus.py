@@ -65,8 +65,14 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_export(args) -> int:
+    new_out = not Path(args.out).exists()
     check_writable(args.out)  # before the corpus is read
-    c = corpus_from_args(args)
+    try:
+        c = corpus_from_args(args)
+    except BaseException:
+        if new_out:  # the check made the folder: a corpus that cannot be read leaves none behind
+            Path(args.out).rmdir()
+        raise
     for s, p in export(c, Path(args.out)).items():
         print(f"wrote {p} ({len(c.split(s)):,} tokens)")
     return 0

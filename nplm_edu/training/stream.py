@@ -21,7 +21,6 @@ in order with the state carried through all of it (:func:`split_log_probs`).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -34,6 +33,7 @@ from ..numerics.recurrent import recurrent_model
 from .backends import ModelBackend
 from .checkpoint import TrainState, build_from_meta, load_checkpoint, set_params
 from .clip import check_clip, clip_grad_norm, sgd_step
+from .guards import safe_exp
 from .optim import dropout_mask
 
 
@@ -211,4 +211,4 @@ def recurrent_from_checkpoint(path, best: bool = True):
 
 
 def perplexity_of(log_probs) -> float:
-    return float(math.exp(-np.mean(log_probs)))
+    return float(safe_exp(-np.mean(log_probs)))

@@ -179,11 +179,13 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             raise UserError(f"{path} was trained on other data (another corpus, split or vocabulary): "
                             "resume it on the same corpus, or start afresh with --force instead of --resume")
         state = TrainState.from_meta(meta["state"])
-        if not isinstance(state.rng_state, dict) or state.batch_in_epoch > plan.n_batches:
-            raise UserError(f"{path} holds no training state to resume from (no example order, or batch "
-                            f"{state.batch_in_epoch:,} of an epoch of {plan.n_batches:,})")
+        if not isinstance(state.rng_state, dict):
+            raise UserError(f"{path} holds no training state to resume from (no example order)")
         backend.load(params)
-        backend.load_extra(extra, state)
+        backend.load_extra(extra, state)  # a backend's own settings first (a stream's T sets the epoch's length)
+        if state.batch_in_epoch > plan.n_batches:
+            raise UserError(f"{path} holds no training state to resume from (batch {state.batch_in_epoch:,} of "
+                            f"an epoch of {plan.n_batches:,})")
     # where the checkpoint this run can fall back on stands: the one it resumed from or last wrote (a
     # file left by an earlier run that --force restarts is not it)
     last_saved = saved_at(state) if resume and ckpt is not None else None
@@ -214,9 +216,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         meta = {"kind": kind, "model": asdict(model.config), "train": asdict(config), "data": fingerprint,
                 "state": asdict(state)}
         try:
-            if last_saved is None:  # this run's first save: an earlier run's copy is no longer anyone's
-                epoch_copy(ckpt).unlink(missing_ok=True)
-            elif not at_end and holds_epoch_end:
+            if last_saved is not None and not at_end and holds_epoch_end:
                 aside = keep_aside(ckpt, epoch_copy(ckpt))
             save_checkpoint(ckpt, params, meta, best, backend.extra_arrays())
         except (TrainingDiverged, OSError) as e:  # checkpoint.npz is as it was: no copy of it is needed
@@ -228,8 +228,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                 state.history.pop()
                 state.epoch -= 1
             raise diverged("the parameters stopped being finite") from None
-        if at_end:
-            epoch_copy(ckpt).unlink(missing_ok=True)
+        if at_end or last_saved is None:  # validated now, or this run's first save replaced an earlier
+            epoch_copy(ckpt).unlink(missing_ok=True)  # run's file: the copy is no longer anyone's
         last_saved, holds_epoch_end = saved_at(state), at_end
         validated = last_saved if at_end else validated
 
