@@ -91,15 +91,20 @@ def run_output_block(M: int, K: int, updates: int, dtype: str) -> dict:
     return r
 
 
-def run_hogwild(examples: int) -> list[dict]:
+def hogwild_setup():
+    """The hogwild runs' network (its configuration) and data: the synthetic corpus's windows."""
     from nplm_edu.data.corpus import load_corpus
-    from nplm_edu.models.nplm import NPLM, NPLMConfig
-    from nplm_edu.training.parallel.hogwild import train_hogwild
+    from nplm_edu.models.nplm import NPLMConfig
 
     c = load_corpus("synthetic")
-    cfg = NPLMConfig(V=c.V, n=4, m=16, h=32, seed=0)
-    ctx, tgt = c.windows("train", 4)
-    vc, vt = c.windows("valid", 4)
+    return NPLMConfig(V=c.V, n=4, m=16, h=32, seed=0), c.windows("train", 4), c.windows("valid", 4)
+
+
+def run_hogwild(examples: int) -> list[dict]:
+    from nplm_edu.models.nplm import NPLM
+    from nplm_edu.training.parallel.hogwild import train_hogwild
+
+    cfg, (ctx, tgt), (vc, vt) = hogwild_setup()
     rows = []
     for P, locked in [(1, False), (2, False), (1, True), (2, True)]:
         out = []
@@ -118,14 +123,10 @@ def run_orders(examples: int, seeds=(1, 2, 3)) -> list[dict]:
     (the first ``examples`` of seed 0's permutation), visited in the order of another seed's."""
     import numpy as np
 
-    from nplm_edu.data.corpus import load_corpus
-    from nplm_edu.models.nplm import NPLM, NPLMConfig
+    from nplm_edu.models.nplm import NPLM
     from nplm_edu.training.parallel.hogwild import train_hogwild
 
-    c = load_corpus("synthetic")
-    cfg = NPLMConfig(V=c.V, n=4, m=16, h=32, seed=0)
-    ctx, tgt = c.windows("train", 4)
-    vc, vt = c.windows("valid", 4)
+    cfg, (ctx, tgt), (vc, vt) = hogwild_setup()
     same = np.random.default_rng(0).permutation(len(tgt))[:examples]  # the examples train_hogwild took
     rows = []
     for s in seeds:

@@ -174,11 +174,7 @@ def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, 
     update with its message (the loss check, not the checkpoint guard: with the default 10-minute
     interval no checkpoint is due mid-epoch), and the checkpoint of the end of epoch 1 is left intact:
     it loads, finite, equal to a 1-epoch run's."""
-    import nplm_edu.training.trainer as train_mod
-
-    rule = train_mod.learning_rate
-    monkeypatch.setattr(train_mod, "learning_rate",
-                        lambda lr0, r, t, *decay: 1e30 if t >= 25 else rule(lr0, r, t, *decay))
+    explode_from(monkeypatch, 25)
     model = new_model()
     losses = []
     update = model.sgd_update
@@ -207,7 +203,7 @@ def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, 
     state = meta["state"]
     assert (state["step"], state["epoch"], state["batch_in_epoch"]) == (19, 1, 0)  # the end of epoch 1
     assert all(np.all(np.isfinite(p)) for p in list(params.values()) + list(best.values()))
-    monkeypatch.setattr(train_mod, "learning_rate", rule)
+    monkeypatch.undo()
     one_epoch, _ = run(tmp_path, "one-epoch", 1)
     for k in one_epoch.params:
         assert np.array_equal(params[k], one_epoch.params[k]), k

@@ -7,12 +7,11 @@ we also report one weight fitted by EM on validation and one EM weight per trigr
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..errors import UserError
 from ..models.ngram import InterpolatedTrigram
-from ..training.guards import safe_exp
+from ..training.guards import perplexity_of as ppl
 from .mixture import Mixture, batched_log_prob, em_weight, mixed_log_prob
 
 # frequency bins of the target word by its count in the training set (<unk> apart)
@@ -45,9 +44,6 @@ def evaluate_row(model, tri, corpus, train_counts, others: dict | None = None) -
     """Perplexities of the network alone and mixed with the trigram, plus the frequency-bin table.
     ``others``: more n-gram models by name (of order at most the network's), each also mixed with the
     network by one EM weight and by EM weights per trigram bin (``mix["<name>_em"]``, ``mix["<name>_per_bin"]``)."""
-    def ppl(lp):
-        return float(safe_exp(-np.mean(lp)))
-
     n = model.order
     out = {"train": model.perplexity(*corpus.windows("train", n), batch=1024)}
     (vc, vt), (tc, tt) = corpus.windows("valid", n), corpus.windows("test", n)

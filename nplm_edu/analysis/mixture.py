@@ -18,12 +18,11 @@ Works with any two LanguageModels; the bins come from ``bins(contexts) -> (K,) i
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..errors import UserError
 from ..models.lm import LanguageModel
-from ..training.guards import safe_exp
+from ..training.guards import perplexity_of as ppl
 
 
 def _cut(contexts: np.ndarray, model) -> np.ndarray:
@@ -133,9 +132,6 @@ def mixture_report(neural: LanguageModel, ngram: LanguageModel, valid, test, per
     fixed = Mixture(neural, ngram, 0.5)
     lv = fixed.component_log_probs(vc, vt)
     lt = fixed.component_log_probs(tc, tt)
-
-    def ppl(lp):
-        return float(safe_exp(-np.mean(lp)))
 
     lam = em_weight(*lv)[0]
     rows = {"neural": (ppl(lv[0]), ppl(lt[0])), "ngram": (ppl(lv[1]), ppl(lt[1])),

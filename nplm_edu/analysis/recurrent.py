@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..training.guards import safe_exp
+from ..training.guards import perplexity_of
 from .mixture import em_weight, mixed_log_prob
 
 # distance (tokens since the last paragraph mark, the target counted) -> bin
@@ -20,7 +20,7 @@ DISTANCE_BINS = [("1", 1, 1), ("2-5", 2, 5), ("6-20", 6, 20), ("21-50", 21, 50),
 
 def ppl(log_probs) -> float | None:
     """exp(-mean log P) (None for None)."""
-    return None if log_probs is None else float(safe_exp(-np.mean(log_probs)))
+    return None if log_probs is None else perplexity_of(log_probs)
 
 
 def distance_to_mark(inputs: np.ndarray, mark: int, start: int = 10 ** 6) -> np.ndarray:

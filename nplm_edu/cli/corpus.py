@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..data.corpus import BROWN_SPLIT, Corpus, CorpusSpec, export
+from ..data.files import new_folder_removed_on_failure
 from ..data.vocab import UNK
 from ..errors import UserError
 from ..training.checkpoint import check_writable
@@ -65,14 +66,9 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    new_out = not Path(args.out).exists()
-    check_writable(args.out)  # before the corpus is read
-    try:
+    with new_folder_removed_on_failure(args.out):  # a corpus that cannot be read leaves no folder behind
+        check_writable(args.out)  # before the corpus is read
         c = corpus_from_args(args)
-    except BaseException:
-        if new_out:  # the check made the folder: a corpus that cannot be read leaves none behind
-            Path(args.out).rmdir()
-        raise
     for s, p in export(c, Path(args.out)).items():
         print(f"wrote {p} ({len(c.split(s)):,} tokens)")
     return 0

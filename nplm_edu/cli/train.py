@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..data.files import new_folder_removed_on_failure
 from ..errors import UserError
 from ..experiments.common import check_output_path, write_results
 from ..models.nplm import NPLMConfig
@@ -52,19 +53,11 @@ def _handler(args) -> int:
         raise UserError(f"--workers must be at least 1, got {args.workers}")
     if args.parallel != "hogwild" and args.workers != 1:
         raise UserError("--workers is for --parallel hogwild (output-block runs on the ranks mpiexec starts)")
-    new_out = not Path(args.out).exists()
-    try:
+    with new_folder_removed_on_failure(args.out):  # a run that failed before writing anything leaves none
         _check_outputs(args)  # before any setup: under mpiexec, on every rank before MPI starts
         comm = world() if args.parallel == "output-block" else None
         with abort_on_error(comm):  # from here on, an error on one rank ends every rank (serially: no-op)
             return _run(args, config, net, comm, started)
-    except BaseException:
-        if new_out:  # the check made the folder: a run that failed before writing anything leaves none
-            try:
-                Path(args.out).rmdir()  # only if still empty (another rank may have removed it)
-            except OSError:
-                pass
-        raise
 
 
 def _run(args, config: TrainConfig, net: NPLMConfig, comm, started: float) -> int:

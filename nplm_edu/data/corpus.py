@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,12 +152,10 @@ def _load_stream(kind: str, source: Path | None, min_count: int, read, cache: bo
             pass  # a damaged cache file is rebuilt below
     ids, vocab = encode_stream(read(), min_count)
     if cache:
-        # what a process killed while writing a cache file left: a temporary file of one of ours
-        # ("text-<fingerprint>.npz.<random>.tmp") that no writer has touched for a minute (another
-        # process may be writing its own now); nothing else in the folder
-        ours = re.compile(r"[a-z]+-[0-9a-f]{20}\.npz")
-        remove_stale_temporaries(*{t.parent / t.name.rsplit(".", 2)[0] for t in cache_dir().glob("*.npz.*.tmp")
-                                   if ours.fullmatch(t.name.rsplit(".", 2)[0])}, older_than=60)
+        # what a process killed while writing a cache file left: the temporary file of one of ours
+        # (<kind>-<20 hex digits>.npz) that no writer has touched for a minute (another process may
+        # be writing its own now); nothing else in the folder
+        remove_stale_temporaries(cache_dir() / f"*-{'[0-9a-f]' * 20}.npz", older_than=60)
         _save_cache(path, ids, vocab)
     return ids, vocab
 

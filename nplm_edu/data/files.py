@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -58,8 +59,9 @@ def atomic_write(path, write, binary: bool = True) -> Path:
 
 def remove_stale_temporaries(*paths, older_than: float | None = None) -> None:
     """Delete the temporary files ``<path>.<random>.tmp`` that :func:`atomic_write` leaves beside each
-    of ``paths`` when its process is killed mid-write. With ``older_than`` (seconds), only those
-    unchanged for that long: where another process may be writing one now (a shared cache).
+    of ``paths`` when its process is killed mid-write (a path's name may be a glob pattern). With
+    ``older_than`` (seconds), only those unchanged for that long: where another process may be
+    writing one now (a shared cache).
 
     >>> import tempfile as t
     >>> d = Path(t.mkdtemp()); _ = (d / "c.npz.k1ll3d.tmp").write_bytes(b"half"), (d / "notes.tmp").write_text("mine")
@@ -76,3 +78,29 @@ def remove_stale_temporaries(*paths, older_than: float | None = None) -> None:
                     tmp.unlink()
             except OSError:  # gone meanwhile, or not ours to remove
                 pass
+
+
+@contextmanager
+def new_folder_removed_on_failure(folder):
+    """Inside, an exception removes ``folder`` if it did not exist on entry and is still empty: a
+    command that fails before writing anything leaves no folder of its making behind.
+
+    >>> import tempfile as t
+    >>> d = Path(t.mkdtemp()) / "out"
+    >>> try:
+    ...     with new_folder_removed_on_failure(d):
+    ...         d.mkdir(); raise ValueError
+    ... except ValueError:
+    ...     d.exists()
+    False
+    """
+    new = not Path(folder).exists()
+    try:
+        yield
+    except BaseException:
+        if new:
+            try:
+                Path(folder).rmdir()  # only if still empty (under MPI another rank may have removed it)
+            except OSError:
+                pass
+        raise

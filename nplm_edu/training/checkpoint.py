@@ -74,26 +74,32 @@ class TrainState:
         return cls(**d)
 
 
-def data_fingerprint(V: int, *arrays, words=None) -> str:
-    """A short hash of the vocabulary size, the token arrays (training targets, validation targets)
-    and, when known, the vocabulary's words in id order: a checkpoint resumes only on the data it was
-    trained on, not on other words that happen to have the same ids."""
+def data_fingerprints(V: int, *arrays, words=None) -> tuple[str, str]:
+    """Short hashes of the vocabulary size and the token arrays (training targets, validation targets),
+    in one pass: (with the vocabulary's words in id order, when known; by the ids alone). A checkpoint
+    resumes only on the data it was trained on, not on other words that happen to have the same ids;
+    one fingerprinted by ids alone (trained from bare windows, or before the words counted) still does."""
     h = hashlib.sha256(f"V={V}".encode())
     for a in arrays:
         if a is not None:
             a = np.ascontiguousarray(a)
             h.update(f"{a.dtype}{a.shape}".encode())
             h.update(a.tobytes())
+    ids_only = h.hexdigest()[:20]
     if words is not None:
         h.update(b"|words|" + "\x00".join(words).encode("utf-8", "surrogatepass"))
-    return h.hexdigest()[:20]
+    return h.hexdigest()[:20], ids_only
+
+
+def data_fingerprint(V: int, *arrays, words=None) -> str:
+    """The first of :func:`data_fingerprints`: what a checkpoint records of its data."""
+    return data_fingerprints(V, *arrays, words=words)[0]
 
 
 def corpus_fingerprints(corpus, n: int) -> tuple[str, str]:
-    """The fingerprints a network of order ``n`` trained on ``corpus`` carries: trained from the corpus
-    itself (its words known), or from its windows alone (ids only)."""
-    targets = corpus.windows("train", n)[1], corpus.windows("valid", n)[1]
-    return data_fingerprint(corpus.V, *targets, words=corpus.vocab.words), data_fingerprint(corpus.V, *targets)
+    """The fingerprints a network of order ``n`` trained on ``corpus`` may carry (:func:`data_fingerprints`)."""
+    return data_fingerprints(corpus.V, corpus.windows("train", n)[1], corpus.windows("valid", n)[1],
+                             words=corpus.vocab.words)
 
 
 def epoch_copy(path) -> Path:
@@ -104,17 +110,15 @@ def epoch_copy(path) -> Path:
     return path.with_name(path.stem + ".epoch" + path.suffix)
 
 
-def keep_aside(path: Path, copy: Path) -> bool:
+def keep_aside(path: Path, copy: Path) -> None:
     """``copy`` becomes a second name of ``path``'s file (a hard link; a copy written atomically where
-    links are not possible), which the atomic rename of the next write of ``path`` leaves untouched.
-    Returns True (a copy now exists)."""
+    links are not possible), which the atomic rename of the next write of ``path`` leaves untouched."""
     copy.unlink(missing_ok=True)
     try:
         os.link(path, copy)
     except OSError:
         with open(path, "rb") as src:
             atomic_write(copy, lambda f: shutil.copyfileobj(src, f))
-    return True
 
 
 def check_writable(folder) -> Path:

@@ -15,6 +15,8 @@ import math
 import signal
 from contextlib import contextmanager
 
+import numpy as np
+
 from ..errors import UserError
 
 
@@ -86,6 +88,15 @@ def exploded(loss: float, V: int) -> bool:
 def safe_exp(x: float) -> float:
     """exp(x), or inf where math.exp would raise OverflowError (a perplexity of a diverged epoch)."""
     return math.exp(x) if x < 700 else math.inf
+
+
+def perplexity_of(log_probs) -> float:
+    """exp(-mean log P) of natural-log probabilities, inf where that overflows (a diverged network).
+
+    >>> perplexity_of([math.log(0.5), math.log(0.5)]), perplexity_of([-1e5])
+    (2.0, inf)
+    """
+    return float(safe_exp(-float(np.mean(log_probs))))
 
 
 def available_memory() -> int | None:

@@ -33,7 +33,7 @@ from ..numerics.recurrent import recurrent_model
 from .backends import ModelBackend
 from .checkpoint import TrainState, build_from_meta, load_checkpoint, set_params
 from .clip import check_clip, clip_grad_norm, sgd_step
-from .guards import safe_exp
+from .guards import perplexity_of  # noqa: F401 -- the stream's perplexity, importable from here
 from .optim import dropout_mask
 
 
@@ -209,6 +209,3 @@ def recurrent_from_checkpoint(path, best: bool = True):
     set_params(model, best_params if best and best_params is not None else params)
     return model
 
-
-def perplexity_of(log_probs) -> float:
-    return float(safe_exp(-np.mean(log_probs)))

@@ -34,7 +34,7 @@ from ..data.files import atomic_write
 from ..errors import UserError, a_model, check_seed, option
 from ..progress import progress_bar
 from ..models.nplm import PARAM_NAMES
-from .checkpoint import (TrainingDiverged, TrainState, check_space, check_writable, data_fingerprint, epoch_copy,
+from .checkpoint import (TrainingDiverged, TrainState, check_space, check_writable, data_fingerprints, epoch_copy,
                          keep_aside, load_checkpoint, remove_stale_temporaries, save_checkpoint)
 from .backends import ModelBackend, SerialBackend
 from .batches import WindowBatches, epoch_order, training_windows  # noqa: F401 -- importable from here too
@@ -146,7 +146,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     first = min(config.batch, per_epoch)  # the largest batch an update meets, checked before the first
     check_memory(backend.batch_bytes(first), f"one update on a batch of {first:,} examples")  # not once out
     words = getattr(getattr(corpus_or_windows, "vocab", None), "words", None)  # a corpus's, not bare windows'
-    fingerprint = data_fingerprint(V, *plan.fingerprint, words=words)
+    fingerprints = data_fingerprints(V, *plan.fingerprint, words=words)  # (recorded, or by ids alone)
+    fingerprint = fingerprints[0]
     out = Path(out_dir) if out_dir is not None and backend.writer else None
     ckpt = out / "checkpoint.npz" if out is not None else None
     if resume and out_dir is None:
@@ -175,7 +176,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         if meta["train"].get("frozen", "") != config.frozen:  # older checkpoints froze nothing
             raise UserError(f"cannot resume with frozen={config.frozen!r}: the checkpoint used "
                             f"{meta['train'].get('frozen', '')!r}")
-        if meta.get("data") not in (fingerprint, data_fingerprint(V, *plan.fingerprint)):  # or by ids alone
+        if meta.get("data") not in fingerprints:
             raise UserError(f"{path} was trained on other data (another corpus, split or vocabulary): "
                             "resume it on the same corpus, or start afresh with --force instead of --resume")
         state = TrainState.from_meta(meta["state"])
@@ -194,9 +195,6 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     holds_epoch_end = not (resume and state.batch_in_epoch)
     if ckpt is not None and resume and holds_epoch_end:
         epoch_copy(ckpt).unlink(missing_ok=True)  # an earlier epoch's (a fresh start's first save removes it)
-    # where the validated checkpoint it can fall back on stands, in checkpoint.npz or kept aside
-    validated = last_saved if holds_epoch_end else (
-        f"at the end of epoch {state.epoch}" if ckpt is not None and state.epoch and epoch_copy(ckpt).exists() else None)
     history = {"model": asdict(model.config), "train": asdict(config), **({"parallel": info} if info else {}),
                "epochs": state.history}
 
@@ -207,7 +205,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     def checkpoint():
         """Save the run; at an epoch's end (``state.batch_in_epoch == 0``) that is a validated checkpoint,
         inside an epoch the last validated one is kept aside first (:func:`epoch_copy`)."""
-        nonlocal last_saved, holds_epoch_end, validated
+        nonlocal last_saved, holds_epoch_end
         params = backend.params()  # collective for the output-block backend: every rank calls it
         if ckpt is None:
             return
@@ -217,7 +215,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                 "state": asdict(state)}
         try:
             if last_saved is not None and not at_end and holds_epoch_end:
-                aside = keep_aside(ckpt, epoch_copy(ckpt))
+                keep_aside(ckpt, epoch_copy(ckpt))
+                aside = True
             save_checkpoint(ckpt, params, meta, best, backend.extra_arrays())
         except (TrainingDiverged, OSError) as e:  # checkpoint.npz is as it was: no copy of it is needed
             if aside:
@@ -231,7 +230,6 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         if at_end or last_saved is None:  # validated now, or this run's first save replaced an earlier
             epoch_copy(ckpt).unlink(missing_ok=True)  # run's file: the copy is no longer anyone's
         last_saved, holds_epoch_end = saved_at(state), at_end
-        validated = last_saved if at_end else validated
 
     def fall_back() -> str | None:
         """After a divergence: checkpoint.npz back to the last checkpoint validated at an epoch's end,
@@ -240,9 +238,9 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         if ckpt is None:
             return None
         if not holds_epoch_end:
-            if validated is not None and epoch_copy(ckpt).exists():
+            if state.epoch and epoch_copy(ckpt).exists():  # kept aside at the end of the last finished epoch
                 os.replace(epoch_copy(ckpt), ckpt)
-                last_saved, holds_epoch_end = validated, True
+                last_saved, holds_epoch_end = f"at the end of epoch {state.epoch}", True
             elif not state.history:  # the first epoch: nothing validated to fall back on
                 ckpt.unlink(missing_ok=True)
                 last_saved, holds_epoch_end = None, True
