@@ -425,6 +425,11 @@ def test_hogwild_stops_when_the_loss_diverges():
                       batch_size=4, lr=1e30)
     assert isinstance(info.value, HogwildDiverged) and info.value.update < 20  # long before 750 updates
     assert set(os.listdir("/dev/shm")) - before == set()
+    with pytest.raises(HogwildDiverged) as info, np.errstate(over="ignore", invalid="ignore"):
+        train_hogwild(NPLM(NPLMConfig(V=c.V, n=3, m=8, h=16, seed=0)).params, ctx, tgt, workers=1, examples=3000,
+                      batch_size=4, lr=1e30)
+    assert info.value.update == 2  # the first update ruins the parameters, the second one's loss shows it:
+    # counted from 1, as the serial trainer's line counts (update state.step + 1)
 
 
 def test_cli_hogwild_divergence_is_one_clear_error(tmp_path):

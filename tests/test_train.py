@@ -19,7 +19,7 @@ from nplm_edu.cli import main
 from nplm_edu.errors import UserError
 from nplm_edu.models.nplm import NPLMConfig
 from nplm_edu.numerics.fused import FusedNPLM
-from nplm_edu.training.checkpoint import FORMAT, load_checkpoint, model_from_checkpoint, save_checkpoint
+from nplm_edu.training.checkpoint import FORMAT, TrainState, load_checkpoint, model_from_checkpoint, save_checkpoint
 from nplm_edu.training.optim import learning_rate, sgd_step
 from nplm_edu.training.trainer import TrainConfig, TrainingDiverged, epoch_order, train
 
@@ -696,6 +696,23 @@ def test_a_failed_save_says_which_file_and_what_is_kept(tmp_path, monkeypatch):
     assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["epoch"] == 1
 
 
+def test_a_failed_copy_of_the_validated_checkpoint_names_the_copy(tmp_path, monkeypatch):
+    """Inside epoch 2 the end of epoch 1 is kept aside first: when that copy cannot be written, the line
+    names the copy, not checkpoint.npz, which is untouched."""
+    import nplm_edu.training.trainer as train_mod
+
+    def full_disk(path, copy):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(train_mod, "keep_aside", full_disk)
+    out = tmp_path / "run"
+    with pytest.raises(UserError) as info:
+        run(tmp_path, "run", 3, minutes=0.0)
+    assert str(info.value) == (f"cannot write {out / 'checkpoint.epoch.npz'}: No space left on device (the checkpoint "
+                               f"at the end of epoch 1 is kept in {out / 'checkpoint.npz'}; resume continues from there)")
+    assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["epoch"] == 1
+
+
 def test_stale_temporaries_of_every_file_of_a_run_are_removed(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
@@ -748,6 +765,35 @@ def test_parameters_that_stop_being_finite_at_an_epoch_end_are_not_counted_as_th
               callback=poison, callback_every=1)
     assert [e["epoch"] for e in json.loads((out / "history.json").read_text())["epochs"]] == [1]
     assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 19
+
+
+def test_an_epoch_whose_parameters_cannot_be_saved_is_not_the_best_either(tmp_path):
+    """Validation sees finite parameters (word 0's feature vector is in no validation context) but the
+    save does not: the history names epoch 1 as the best, not the epoch that was dropped."""
+    def poison(step, model):
+        if step == 38:  # the last update of epoch 2
+            model.params["C"][0] = np.inf
+
+    (X, y), (Xv, yv) = data()
+    keep = (Xv != 0).all(axis=1)
+    out = tmp_path / "run"
+    with pytest.raises(TrainingDiverged, match=r"stopped being finite at update 38 of epoch 2"):
+        train(new_model(), ((X, y), (Xv[keep], yv[keep])), TrainConfig(epochs=3, batch=32, lr=0.3, seed=5),
+              out_dir=out, quiet=True, callback=poison, callback_every=1)
+    saved = json.loads((out / "history.json").read_text())
+    assert [e["epoch"] for e in saved["epochs"]] == [1]
+    assert (saved["best_epoch"], saved["best_valid_ppl"]) == (1, saved["epochs"][0]["valid_ppl"])
+
+
+def test_dropping_an_epoch_recounts_the_best_and_the_epochs_since():
+    state = TrainState(epoch=4, best_valid=3.0, best_epoch=4, bad_epochs=0, done=True,
+                       history=[{"epoch": 1, "valid_ppl": 9.0}, {"epoch": 2, "valid_ppl": 5.0},
+                                {"epoch": 3, "valid_ppl": 5.0}, {"epoch": 4, "valid_ppl": 3.0}])
+    state.drop_last_epoch()  # epoch 3 ties epoch 2: one epoch without improvement, as the trainer counts
+    assert (state.epoch, state.best_valid, state.best_epoch, state.bad_epochs, state.done) == (3, 5.0, 2, 1, False)
+    state = TrainState(epoch=1, history=[{"epoch": 1, "train_ppl": 7.0}])
+    state.drop_last_epoch()
+    assert (state.epoch, state.best_valid, state.best_epoch, state.history) == (0, None, None, [])
 
 
 def test_a_checkpoint_fingerprinted_by_ids_alone_still_resumes(tmp_path):

@@ -50,6 +50,20 @@ class TrainState:
     epoch_seconds: float = 0.0  # time already spent in the current epoch
     done: bool = False  # early stopping has ended the run
 
+    def drop_last_epoch(self) -> None:
+        """Forget the epoch just counted, whose parameters could not be saved: the epoch count, the
+        history and the best validation perplexity go back to what they were before it."""
+        self.history.pop()
+        self.epoch, self.done, self.bad_epochs, best = self.epoch - 1, False, 0, None
+        for e in self.history:  # as the trainer counts them: a tie is no improvement
+            if "valid_ppl" not in e:
+                continue
+            if best is None or e["valid_ppl"] < best["valid_ppl"]:
+                best, self.bad_epochs = e, 0
+            else:
+                self.bad_epochs += 1
+        self.best_valid, self.best_epoch = (best["valid_ppl"], best["epoch"]) if best else (None, None)
+
     @classmethod
     def from_meta(cls, d: dict) -> "TrainState":
         names = {f.name for f in fields(cls)}

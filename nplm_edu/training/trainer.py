@@ -213,19 +213,21 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         backend.save_rng(state)
         meta = {"kind": kind, "model": asdict(model.config), "train": asdict(config), "data": fingerprint,
                 "state": asdict(state)}
+        writing = ckpt  # the file a failed write names
         try:
             if last_saved is not None and not at_end and holds_epoch_end:
-                keep_aside(ckpt, epoch_copy(ckpt))
-                aside = True
+                writing = epoch_copy(ckpt)
+                keep_aside(ckpt, writing)
+                aside, writing = True, ckpt
             save_checkpoint(ckpt, params, meta, best, backend.extra_arrays())
         except (TrainingDiverged, OSError) as e:  # checkpoint.npz is as it was: no copy of it is needed
             if aside:
                 epoch_copy(ckpt).unlink(missing_ok=True)
             if isinstance(e, OSError):  # a full disk, say: the one line names the file and what is kept
-                raise UserError(with_kept(f"cannot write {ckpt}: {e.strerror or e}")) from None
+                raise UserError(with_kept(f"cannot write {writing}: {e.strerror or e}")) from None
             if at_end:  # the epoch just counted is not saved: the line and the history stand before it
-                state.history.pop()
-                state.epoch -= 1
+                state.drop_last_epoch()
+                history.update(best_valid_ppl=state.best_valid, best_epoch=state.best_epoch)
             raise diverged("the parameters stopped being finite") from None
         if at_end or last_saved is None:  # validated now, or this run's first save replaced an earlier
             epoch_copy(ckpt).unlink(missing_ok=True)  # run's file: the copy is no longer anyone's

@@ -95,7 +95,7 @@ def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0:
             loss = trainer.step(contexts[batch], targets[batch])
             if not math.isfinite(loss):
                 stop.value = 1
-                errors.put(("diverged", (t, w, loss)))
+                errors.put(("diverged", (t + 1, w, loss)))  # counted from 1, as the serial trainer's line
                 return
             total += loss * len(batch)
             done[w] += len(batch)
