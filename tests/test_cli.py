@@ -236,6 +236,18 @@ def _all_parsers(parser=None, path=()):
                 yield from _all_parsers(sub, path + (name,))
 
 
+def test_no_command_lists_the_commands(capsys):
+    """`python -m nplm_edu` alone, as chapter 1 names it, shows what it can do (status 2: nothing was done)."""
+    from nplm_edu.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "usage: python -m nplm_edu" in err
+    assert all(f"    {name} " in err for name in ("corpus", "ngram", "train", "mix", "results"))
+    assert err.endswith("name a COMMAND; python -m nplm_edu COMMAND --help gives its options\n")
+
+
 def test_every_help_reads_as_plain_text(monkeypatch):
     """Every --help: no reST markup from a docstring, no Python dict, no default shown twice or as
     None or empty, a description for every leaf command, and a help text for every option."""

@@ -50,6 +50,11 @@ def mpi_rank() -> int:
 def _parse(parser: argparse.ArgumentParser, argv, speak: bool) -> argparse.Namespace:
     """The parsed command line; argparse prints its own usage, errors and --help, which under mpiexec
     only rank 0 should: the other ranks parse with stdout and stderr muted (and exit as rank 0 does)."""
+    if not (sys.argv[1:] if argv is None else argv):  # no command at all: the list of commands, not a usage error
+        if speak:
+            parser.print_help(sys.stderr)
+            print(f"\n{parser.prog}: name a COMMAND; {parser.prog} COMMAND --help gives its options", file=sys.stderr)
+        raise SystemExit(2)
     if speak:
         return parser.parse_args(argv)
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
