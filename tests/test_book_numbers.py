@@ -1343,3 +1343,26 @@ def test_the_checks_can_fail():
         test_prose_figure_matches_results("08_results", rf"MLP9: {N} against 276", "table1/rows/MLP3/test", ".0f")
     with pytest.raises(AssertionError, match="no longer says"):
         test_prose_figure_matches_results("08_results", rf"a sentence the book never had {N}", "table1/V", "d")
+
+
+# --------------------------------------------------------------------------- every figure has a caption
+def test_every_figure_of_the_book_has_a_caption_and_a_name_of_its_own():
+    """A cell whose stored outputs hold an image shows it as a numbered figure with a caption
+    ("mystnb": {"figure": ...}); a cell that also prints tables names its figure with
+    "nplm": {"figure_name"} (book/_ext/nplm_docs.py keeps the figure around the image only)."""
+    names, figures = [], 0
+    for path in sorted(BOOK.glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            outputs = cell.get("outputs", [])
+            if not any("image/png" in o.get("data", {}) for o in outputs):
+                continue
+            figures += 1
+            meta = cell["metadata"]
+            figure = meta.get("mystnb", {}).get("figure", {})
+            assert len(figure.get("caption", "").split()) >= 8, f"{path.name} cell {i}: no caption"
+            shown = sum("data" in o for o in outputs)  # display outputs, each of which MyST-NB would wrap
+            name = figure.get("name") if shown == 1 else meta.get("nplm", {}).get("figure_name")
+            assert name and re.fullmatch(r"fig-[a-z0-9-]+", name), f"{path.name} cell {i}: no name"
+            assert shown == 1 or "name" not in figure, f"{path.name} cell {i}: a name declared once per output"
+            names.append(name)
+    assert figures >= 26 and len(set(names)) == len(names)
