@@ -1145,7 +1145,7 @@ OUTPUT_FIGURES = [
     ("10_output_layers", rf"perplexity is [\d.]+, against {N} for the full", r"\(full softmax ([\d.]+)\)", None),
     # chapter 11: |V|; the gradient checks (the largest error, as a power of ten; a cell nbval does not compare)
     ("11_recurrent", rf"vocabulary as Table 1 \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
-    ("11_recurrent", rf"Relative errors of \$10\^\{{(-\d+)\}}\$ and below",
+    ("11_recurrent", rf"Relative errors of order \$10\^\{{(-\d+)\}}\$ and below",
      r"rnn C (\S+) Wx (\S+) Wh (\S+) d (\S+) U (\S+) b (\S+) lstm C (\S+) Wx (\S+) Wh (\S+) d (\S+) U (\S+) b (\S+)",
      lambda *errors: power_of_ten(max(errors))),
     # chapter 11: the small networks on the synthetic grammar against its bound
