@@ -934,6 +934,11 @@ OUTPUT_FIGURES = [
     ("07_parallel", rf"and the {N} ranks left get none", r"speedup bound 47 40 \d+ (\d+) ", None),
     ("07_parallel", rf"on the output layer's speedup \({N} here, not 40\)", r"speedup bound 47 40 \d+ \d+ ([\d.]+)", None),
     ("07_parallel", rf"40 CPUs leave {N} of them without a unit", r"speedup bound 47 40 \d+ (\d+) ", None),
+    # the cost model's shares at M = 256, in the three settings of the speedup figure
+    ("07_parallel", rf"replicated work weighs most \({N} of an update", r"Myrinet, K=1 at M = 256: replicated ([\d.]+%)", None),
+    ("07_parallel", rf"against {N} of communication\)", r"Myrinet, K=1 at M = 256: replicated [\d.]+% of an update, communication ([\d.]+%)", None),
+    ("07_parallel", rf"communication takes over \({N}\)", r"InfiniBand, K=1 at M = 256: replicated [\d.]+% of an update, communication ([\d.]+%)", None),
+    ("07_parallel", rf"bring it down \({N}\)", r"InfiniBand, K=128 at M = 256: replicated [\d.]+% of an update, communication ([\d.]+%)", None),
     # chapter 8: the headline figure both ways (ex-results-1's table)
     ("08_results", rf"the network's is {N} lower\)", r"paper: best mix [\d.]+; best n-gram [\d.]+% above it \(the mix ([\d.]+%) below\)", ".0%"),
     ("08_results", rf"312 \(class-based\) is {N} above 252", r"paper: best mix [\d.]+; best n-gram ([\d.]+%) above it", ".0%"),
