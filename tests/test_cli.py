@@ -301,12 +301,25 @@ def test_conflicting_or_unknown_values_are_refused_by_argparse(argv, says, capsy
     (["train", "--seed", "-1"], "--seed must be"),
     (["train", "--h", "0", "--no-direct"], "--h 0 needs --direct"),
     (["train", "--parallel", "hogwild", "--workers", "0"], "--workers must be at least 1"),
+    (["train", "--parallel", "hogwild", "--workers", "5000"], "--workers 5000 is more than 4 workers per core"),
     (["reproduce", "central-claim", "--seeds", "0"], "--seeds must be at least 1"),
 ])
 def test_messages_name_options_as_typed(args, says, tmp_path):
     """A bad option value is named as the user typed it, with its dashes."""
     extra = ["--out", str(tmp_path / "run")] if args[0] == "train" else []
     assert_user_error(run(*args, *extra, check_ok=False), says)
+
+
+@pytest.mark.parametrize("args", [["train", "--out", ""], ["corpus", "export", "--out", " "]])
+def test_an_empty_output_folder_is_refused(args, tmp_path, monkeypatch, capsys):
+    """An empty --out named the current folder: a run wrote its checkpoint wherever the shell stood."""
+    from nplm_edu.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip() == ("error: an empty path names no folder: give the output folder "
+                                               "(. for this one)")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_library_messages_keep_the_keyword():
@@ -346,3 +359,38 @@ def test_export_of_a_corpus_that_cannot_be_read_leaves_no_new_folder(tmp_path, c
     empty.write_text("")
     assert main(["corpus", "export", "--corpus", str(empty), "--out", str(out)]) == 2
     assert not out.exists() and "empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_export_leaves_every_file_as_it_was(tmp_path, monkeypatch, capsys, how):
+    """Ctrl-C or SIGTERM (timeout, a batch scheduler) while the streams are written: one line, status 130,
+    no file cut short and no new folder; an earlier export in the folder stays whole (all three or none)."""
+    import os
+    import signal
+
+    import nplm_edu.data.corpus as corpus_mod
+    from nplm_edu.cli import main
+
+    real, calls = corpus_mod.np.split, []
+
+    def interrupted_at_valid(a, ends):  # train.txt written, valid.txt under way
+        calls.append(1)
+        if len(calls) == 2:
+            if how == "SIGTERM":
+                os.kill(os.getpid(), signal.SIGTERM)
+            else:
+                raise KeyboardInterrupt
+        return real(a, ends)
+
+    monkeypatch.setattr(corpus_mod.np, "split", interrupted_at_valid)
+    new = tmp_path / "new"
+    assert main(["corpus", "export", "--out", str(new)]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted" and not new.exists()
+    old = tmp_path / "old"
+    old.mkdir()
+    for s in ("train", "valid", "test"):
+        (old / f"{s}.txt").write_text(f"an earlier {s}\n")
+    calls.clear()
+    assert main(["corpus", "export", "--out", str(old)]) == 130
+    assert sorted(p.name for p in old.iterdir()) == ["test.txt", "train.txt", "valid.txt"]
+    assert (old / "train.txt").read_text() == "an earlier train\n"

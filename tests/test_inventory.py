@@ -103,6 +103,9 @@ def test_progress_of_training_runs(tmp_path, capsys):
                        {"epoch": 3, "valid_ppl": 290.0, "seconds": 100.0}]}
     write(tmp_path, "table1/MLP9/history.json", hist)
     write(tmp_path, "other/notes/history.json", {"something": "else"})  # not a run: skipped
+    for i, foreign in enumerate([{"epochs": 5}, {"epochs": "x"}, {"epochs": [1, 2]}, {"epochs": [], "train": [1]},
+                                 {"epochs": [], "best_epoch": "2"}, {"epochs": [], "best_valid_ppl": "low"}]):
+        write(tmp_path, f"other/tool{i}/history.json", foreign)  # another tool's histories: skipped, no traceback
     (r,) = runs_progress(tmp_path)
     assert (r["run"], r["epochs"], r["max_epochs"], r["best_epoch"], r["best_valid"], r["since_best"], r["patience"],
             r["seconds"]) == ("table1/MLP9", 3, 30, 2, 280.0, 1, 3, 300.0)

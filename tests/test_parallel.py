@@ -263,6 +263,18 @@ def test_mpi_cli_refuses_in_one_line(tmp_path):
                                         "(no --checkpoint-every-minutes, no Ctrl-C checkpoint)"]
 
 
+@pytest.mark.parametrize("extra", [[], ["--parallel", "hogwild", "--workers", "2"]])
+def test_mpiexec_without_the_output_block_trainer_is_refused_in_one_line(tmp_path, extra):
+    """mpiexec -n 2 of a serial or hogwild run started two whole runs writing the same folder, every line
+    printed twice: now one line, status 2, and no folder."""
+    proc, _ = mpiexec(2, *_train_cli(), *CLI_COMMON, "--out", tmp_path / "run", *extra)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["error: mpiexec started 2 copies of this command, each of which would do all "
+                                        "of its work (into the same files): only train --parallel output-block shares "
+                                        "one run between processes; run anything else without mpiexec"]
+    assert not (tmp_path / "run").exists()
+
+
 BAD_RUNS = {  # a command line every rank finds wrong at the same point, and the one line rank 0 says
     "argparse": (["--lr", "abc"], r"python -m nplm_edu train: error: argument --lr: invalid float value: 'abc'"),
     "unwritable out": (["--out", "/etc/passwd/x"], r"error: cannot write to /etc/passwd/x: /etc/passwd is a file, not a folder"),
@@ -418,7 +430,7 @@ def test_hogwild_stops_when_the_loss_diverges():
     c = _small_corpus()
     ctx, tgt = c.windows("train", 3)
     before = set(os.listdir("/dev/shm"))
-    with pytest.raises(TrainingDiverged, match=r"^the training loss became (nan|inf|-inf) at about update \d+ "
+    with pytest.raises(TrainingDiverged, match=r"^the training loss became (nan|inf|-inf|[0-9.e+]+) at about update \d+ "
                                                r"\(hogwild worker [12] of 2\); try a smaller learning rate$") as info, \
             np.errstate(over="ignore", invalid="ignore"):
         train_hogwild(NPLM(NPLMConfig(V=c.V, n=3, m=8, h=16, seed=0)).params, ctx, tgt, workers=2, examples=3000,
@@ -442,7 +454,7 @@ def test_cli_hogwild_divergence_is_one_clear_error(tmp_path):
                           timeout=120)
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.splitlines()[-1]  # (after numpy's overflow warnings, as in the serial trainer)
-    assert re.fullmatch(r"error: the training loss became (nan|inf|-inf) at about update \d+ of epoch 1 \(hogwild "
+    assert re.fullmatch(r"error: the training loss became (nan|inf|-inf|[0-9.e+]+) at about update \d+ of epoch 1 \(hogwild "
                         r"worker [12] of 2\) \(no checkpoint was written yet\); try a smaller learning rate", last), last
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "run" / "checkpoint.npz").exists()

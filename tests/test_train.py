@@ -430,6 +430,8 @@ def test_output_files_are_checked_before_any_work(tmp_path, capsys, argv, says):
     (lambda m: m["state"].update(history="x"), "state field 'history'"),
     (lambda m: m["state"].update(rng_state={"seed": 1}), "PCG64"),
     (lambda m: m["state"].update(surprise=1), "unknown state fields ['surprise']"),
+    (lambda m: m["state"].update(best_valid=float("nan")), "state field 'best_valid' is nan, not float | None"),
+    (lambda m: m["train"].update(tie="yes"), "training field 'tie' is 'yes', not bool"),
 ])
 def test_checkpoint_with_a_bad_meta_is_one_clear_error(tmp_path, capsys, change, says):
     """This version's format tag, but a meta with a field missing or of the wrong type: one clear line from
@@ -455,7 +457,7 @@ def test_checkpoint_with_bad_parameter_arrays_is_one_clear_error(tmp_path, capsy
     assert_refused_in_one_line(tmp_path, capsys, spoil, f"array '{name}' is not finite floating-point numbers")
 
 
-@pytest.mark.parametrize("field, value", [("V", -3), ("h", "many"), ("surprise", 1)])
+@pytest.mark.parametrize("field, value", [("V", -3), ("h", "many"), ("surprise", 1), ("direct", "yes"), ("V", 20.0)])
 def test_mix_names_the_checkpoint_whose_model_configuration_is_bad(tmp_path, capsys, field, value):
     """`mix` builds the network from the checkpoint's configuration: a bad one is one line naming the
     file (|V| = -3 was reported without it, a string for h in Python's words alone)."""
@@ -470,6 +472,30 @@ def test_mix_names_the_checkpoint_whose_model_configuration_is_bad(tmp_path, cap
     assert main(["mix", str(bad), "--corpus", "synthetic"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {bad} has an unreadable model configuration ("), err
+
+
+def test_best_parameters_of_other_shapes_are_refused_before_any_training(tmp_path, capsys):
+    """best/C of the wrong shape was found only at the end of a resumed run's epoch, after the checkpoint
+    had been rewritten with it."""
+    def spoil(arrays):
+        arrays["best/C"] = arrays["best/C"][:-1]
+
+    assert_refused_in_one_line(tmp_path, capsys, spoil, "the best parameters' names and shapes")
+
+
+def test_resume_refuses_a_training_setting_of_the_wrong_type(tmp_path, capsys):
+    """batch "128" in the checkpoint said "cannot resume with batch=128: the checkpoint used 128"."""
+    run(tmp_path, "run", 1)
+    ckpt = tmp_path / "run" / "checkpoint.npz"
+    with np.load(ckpt, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    meta["train"]["batch"] = str(meta["train"]["batch"])
+    np.savez(ckpt, **dict(arrays, meta=np.array(json.dumps(meta))))
+    capsys.readouterr()
+    assert main(["train", "--corpus", "synthetic", "--out", str(ckpt.parent), "--resume", "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: {ckpt} is not a readable nplm-edu checkpoint (training field "
+                                               f"'batch' is '{meta['train']['batch']}', not int)")
 
 
 def assert_refused_in_one_line(tmp_path, capsys, spoil, says):
@@ -575,6 +601,20 @@ def test_cli_exploding_loss_is_one_error_line(tmp_path):
     assert len(lines) == 1 and re.fullmatch(r"error: the training loss became [0-9.e+]+ at update \d+ of epoch 1 "
                                             r"\(no checkpoint was written yet\); try a smaller learning rate",
                                             lines[0]), proc.stderr
+    assert not (tmp_path / "checkpoint.npz").exists()
+
+
+def test_cli_exploding_loss_under_hogwild_stops_the_workers_at_the_update(tmp_path):
+    """The same finite blow-up under hogwild: a worker sees it (not only the epoch's mean at its end)
+    and the line names about which update, counted from 1, and which worker."""
+    proc = subprocess.run([sys.executable, "-m", "nplm_edu", "train", "--corpus", "synthetic", "--epochs", "10",
+                           "--lr", "9", "--seed", "2", "--out", str(tmp_path), "--quiet", "--parallel", "hogwild",
+                           "--workers", "2"], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    m = re.fullmatch(r"error: the training loss became ([0-9.e+]+) at about update (\d+) of epoch 1 \(hogwild worker "
+                     r"[12] of 2\) \(no checkpoint was written yet\); try a smaller learning rate", last)
+    assert m and float(m.group(1)) < 1e6 and 1 <= int(m.group(2)) < 375, last  # caught while finite, inside the epoch
     assert not (tmp_path / "checkpoint.npz").exists()
 
 

@@ -38,13 +38,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def mpi_rank() -> int:
-    """This process's rank when started by mpiexec (MPICH's or Open MPI's variables), else 0."""
-    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"):
+def _mpi_variable(names: tuple[str, ...], default: int) -> int:
+    """The first of mpiexec's variables ``names`` set in the environment (MPICH's, then Open MPI's)."""
+    for var in names:
         v = os.environ.get(var, "")
         if v.isdigit():
             return int(v)
-    return 0
+    return default
+
+
+def mpi_rank() -> int:
+    """This process's rank when started by mpiexec, else 0."""
+    return _mpi_variable(("PMI_RANK", "OMPI_COMM_WORLD_RANK"), 0)
+
+
+def mpi_size() -> int:
+    """How many processes mpiexec started for this command (1 when it did not)."""
+    return _mpi_variable(("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"), 1)
 
 
 def _parse(parser: argparse.ArgumentParser, argv, speak: bool) -> argparse.Namespace:
@@ -65,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     speak = mpi_rank() == 0  # under mpiexec every rank meets the same bad input: rank 0 says it, once
     try:
         args = _parse(build_parser(), argv, speak)
+        if mpi_size() > 1 and not (args.command == "train" and args.parallel == "output-block"):
+            raise UserError(f"mpiexec started {mpi_size()} copies of this command, each of which would do all "
+                            "of its work (into the same files): only train --parallel output-block shares one "
+                            "run between processes; run anything else without mpiexec")
         return int(args.func(args) or 0)
     except (UserError, OSError, MemoryError, KeyboardInterrupt) as e:
         message, status = one_line(e)

@@ -10,6 +10,7 @@ from ..data.files import new_folder_removed_on_failure
 from ..data.vocab import UNK
 from ..errors import UserError
 from ..training.checkpoint import check_writable
+from ..training.guards import sigterm_as_ctrl_c
 
 
 def split_size(text: str) -> float | int:
@@ -66,10 +67,12 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    with new_folder_removed_on_failure(args.out):  # a corpus that cannot be read leaves no folder behind
+    # a corpus that cannot be read, or Ctrl-C or SIGTERM, leaves no folder of ours behind and no file cut short
+    with new_folder_removed_on_failure(args.out), sigterm_as_ctrl_c():
         check_writable(args.out)  # before the corpus is read
         c = corpus_from_args(args)
-    for s, p in export(c, Path(args.out)).items():
+        paths = export(c, Path(args.out))
+    for s, p in paths.items():
         print(f"wrote {p} ({len(c.split(s)):,} tokens)")
     return 0
 

@@ -7,6 +7,7 @@ runs the one trainer (:func:`nplm_edu.training.trainer.train`): same checkpoints
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -51,6 +52,9 @@ def _handler(args) -> int:
         raise UserError(f"--parallel {args.parallel} checkpoints {NOT_IN_PARALLEL}")
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, got {args.workers}")
+    cores = os.cpu_count() or 1
+    if args.workers > 4 * cores:  # thousands of forked processes would swamp the machine for nothing
+        raise UserError(f"--workers {args.workers} is more than 4 workers per core of this machine ({cores} cores)")
     if args.parallel != "hogwild" and args.workers != 1:
         raise UserError("--workers is for --parallel hogwild (output-block runs on the ranks mpiexec starts)")
     with new_folder_removed_on_failure(args.out):  # a run that failed before writing anything leaves none

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .files import atomic_write, remove_stale_temporaries
+from .files import atomic_write, atomic_writes, remove_stale_temporaries
 from ..errors import UserError, option
 from .sources import BROWN_FIX, brown_available, brown_source, brown_tokens, text_token_chunks, text_tokens
 from .vocab import PARAGRAPH, TEXT, UNK, Vocabulary, encode_stream
@@ -240,15 +240,19 @@ class CorpusSpec:
 def export(corpus: Corpus, out: Path) -> dict[str, Path]:
     """Write train.txt, valid.txt, test.txt: the streams the models see, ``<unk>`` mapped, one line
     per paragraph (the marks stay in as tokens), so outside toolkits score the very same data."""
-    out.mkdir(parents=True, exist_ok=True)
     words = np.array(corpus.vocab.words, dtype=object)
-    paths = {}
-    for s in ("train", "valid", "test"):
-        toks = words[corpus.split(s)]
-        is_p, is_t = toks == PARAGRAPH, toks == TEXT
-        next_is_t = np.append(is_t[1:], False)
-        ends = np.flatnonzero((is_p & ~next_is_t) | is_t) + 1  # a <t> stays on its paragraph's line
-        lines = [" ".join(chunk) for chunk in np.split(toks, ends) if len(chunk)]
-        paths[s] = out / f"{s}.txt"
-        paths[s].write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def lines_of(split: str):
+        def write(f):
+            toks = words[corpus.split(split)]
+            is_p, is_t = toks == PARAGRAPH, toks == TEXT
+            next_is_t = np.append(is_t[1:], False)
+            ends = np.flatnonzero((is_p & ~next_is_t) | is_t) + 1  # a <t> stays on its paragraph's line
+            for chunk in np.split(toks, ends):
+                if len(chunk):
+                    f.write((" ".join(chunk) + "\n").encode("utf-8"))
+        return write
+
+    paths = {s: Path(out) / f"{s}.txt" for s in ("train", "valid", "test")}
+    atomic_writes({paths[s]: lines_of(s) for s in paths})  # all three or none, never a file cut short
     return paths

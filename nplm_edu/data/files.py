@@ -36,25 +36,47 @@ def atomic_write(path, write, binary: bool = True) -> Path:
     >>> p.read_text()
     '[1]'
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    return atomic_writes({path: write}, binary)[0]
+
+
+def atomic_writes(writes: dict, binary: bool = True) -> list[Path]:
+    """:func:`atomic_write` for several files at once, ``{path: write}``: every file is written and
+    flushed to disk before the first rename, and an error or Ctrl-C while writing leaves every
+    path as it was (and no temporary file), so a reader finds all the new files or none.
+
+    >>> import tempfile as t
+    >>> d = Path(t.mkdtemp())
+    >>> def fail(f): raise KeyboardInterrupt
+    >>> try:
+    ...     atomic_writes({d / "a.txt": lambda f: f.write("a"), d / "b.txt": fail}, binary=False)
+    ... except KeyboardInterrupt:
+    ...     sorted(p.name for p in d.iterdir())
+    []
+    """
+    staged = []  # (temporary, path)
     try:
-        with os.fdopen(fd, "wb" if binary else "w") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            mode = path.stat().st_mode & 0o777  # the file it replaces (not its set-id bits)
-        except FileNotFoundError:
-            mode = new_file_mode()
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        for path, write in writes.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb" if binary else "w") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                mode = path.stat().st_mode & 0o777  # the file it replaces (not its set-id bits)
+            except FileNotFoundError:
+                mode = new_file_mode()
+            os.chmod(tmp, mode)
+        for tmp, path in staged:
+            os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         raise
-    return path
+    return [path for _, path in staged]
 
 
 def remove_stale_temporaries(*paths, older_than: float | None = None) -> None:

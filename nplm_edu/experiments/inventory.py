@@ -114,14 +114,18 @@ def runs_progress(root) -> list[dict]:
     for hist in sorted(Path(root).rglob("history.json")):
         try:
             h = json.loads(hist.read_text(encoding="utf-8"))
-            epochs, train = h["epochs"], h.get("train", {})
-        except (ValueError, KeyError, TypeError):
-            continue  # not a run's history
-        best = h.get("best_epoch")
+            epochs, train, best = h["epochs"], h.get("train", {}), h.get("best_epoch")
+            valid = h.get("best_valid_ppl")
+            seconds = sum(float(e.get("seconds", 0.0)) for e in epochs)
+            if (not isinstance(train, dict) or not isinstance(best, (int, type(None))) or isinstance(best, bool)
+                    or not isinstance(valid, (int, float, type(None)))):
+                raise TypeError
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # not a history this package wrote (another tool's, or damaged)
         out.append({"run": hist.parent.relative_to(root).as_posix(), "epochs": len(epochs),
                     "max_epochs": train.get("epochs"), "patience": train.get("patience"),
-                    "best_epoch": best, "best_valid": h.get("best_valid_ppl"),
+                    "best_epoch": best, "best_valid": valid,
                     "since_best": None if best is None else len(epochs) - best,
-                    "seconds": sum(e.get("seconds", 0.0) for e in epochs),
+                    "seconds": seconds,
                     "updated": time.strftime("%Y-%m-%d %H:%M", time.gmtime(hist.stat().st_mtime))})
     return out

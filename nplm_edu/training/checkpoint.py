@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -30,6 +31,28 @@ FORMAT = "nplm-edu-checkpoint-2"
 
 class TrainingDiverged(UserError):
     """The loss or the parameters became NaN, infinite or exploded."""
+
+
+_KINDS = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "dict": (dict,), "list": (list,),
+          "None": (type(None),)}
+
+
+def check_types(cls, d: dict, what: str, path=None) -> None:
+    """Refuse a field of ``d`` (a checkpoint's JSON) that is not of the type the dataclass ``cls``
+    declares for it: a string for a number, 1 for True, a NaN. ValueError, or with ``path`` a
+    UserError naming the file."""
+    for f in fields(cls):
+        declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", None) or str(f.type)
+        kinds = [t.strip() for t in declared.split("|")]
+        if f.name not in d or not all(k in _KINDS for k in kinds):
+            continue
+        v = d[f.name]
+        if (not isinstance(v, sum((_KINDS[k] for k in kinds), ())) or (isinstance(v, bool) and "bool" not in kinds)
+                or (isinstance(v, float) and not math.isfinite(v))):
+            message = f"{what} field {f.name!r} is {v!r}, not {declared}"
+            if path is None:
+                raise ValueError(message)
+            raise UserError(f"{path} is not a readable nplm-edu checkpoint ({message})")
 
 
 @dataclass
@@ -70,13 +93,7 @@ class TrainState:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"unknown state fields {sorted(unknown)}")
-        kinds = {"int": (int,), "float": (int, float), "dict": (dict,), "list": (list,), "bool": (bool,),
-                 "None": (type(None),)}
-        for f in fields(cls):  # JSON of the right types, else a resumed run would fail deep inside
-            if f.name in d:
-                v, allowed = d[f.name], sum((kinds[t.strip()] for t in str(f.type).split("|")), ())
-                if not isinstance(v, allowed) or (isinstance(v, bool) and bool not in allowed):
-                    raise ValueError(f"state field {f.name!r} is {v!r}, not {f.type}")
+        check_types(cls, d, "state")  # JSON of the right types, else a resumed run would fail deep inside
         negative = [k for k in ("step", "epoch", "batch_in_epoch", "loss_count", "bad_epochs") if d.get(k, 0) < 0]
         if negative:
             raise ValueError(f"state fields {negative} are negative")
@@ -137,6 +154,8 @@ def keep_aside(path: Path, copy: Path) -> None:
 
 def check_writable(folder) -> Path:
     """Create ``folder`` if needed and prove it is writable now, before any training: one clear line if not."""
+    if not str(folder).strip():  # Path("") is the current folder: an empty --out is a slip, not a choice
+        raise UserError("an empty path names no folder: give the output folder (. for this one)")
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -224,6 +243,10 @@ def load_checkpoint(path) -> tuple[dict, dict, dict | None, dict]:
         for k, v in files.items():  # parameters are finite floating-point numbers (save_checkpoint's promise)
             if k.startswith(("param/", "best/")) and (v.dtype.kind != "f" or not np.all(np.isfinite(v))):
                 raise ValueError(f"array {k!r} is not finite floating-point numbers ({v.dtype})")
+        shapes = {k[6:]: v.shape for k, v in files.items() if k.startswith("param/")}
+        best_shapes = {k[5:]: v.shape for k, v in files.items() if k.startswith("best/")}
+        if best_shapes and best_shapes != shapes:  # the best parameters are a copy of the parameters
+            raise ValueError(f"the best parameters' names and shapes {best_shapes} differ from the parameters' {shapes}")
     except Exception as e:  # noqa: BLE001 -- truncated zip, pickled objects, bad JSON, bad meta ...
         raise UserError(f"{path} is not a readable nplm-edu checkpoint ({_what_went_wrong(path, e)})") from None
     params = {k[6:]: v for k, v in files.items() if k.startswith("param/")}
@@ -240,10 +263,11 @@ def set_params(model, params: dict) -> None:
         p[...] = params[k]
 
 
-def build_from_meta(path, build, config: dict):
-    """``build(config)``, the model a checkpoint's configuration describes; one line naming the file
-    when it cannot be built (an unknown field, a string for a number, |V| = -3 ...)."""
+def build_from_meta(path, build, config: dict, cls):
+    """``build(config)``, the model a checkpoint's configuration (of the dataclass ``cls``) describes;
+    one line naming the file when it cannot be built (an unknown field, a string for a number, |V| = -3 ...)."""
     try:
+        check_types(cls, config, "model")
         return build(config)
     except (TypeError, ValueError, UserError) as e:
         raise UserError(f"{path} has an unreadable model configuration ({e})") from None
@@ -258,8 +282,11 @@ def model_from_checkpoint(path, best: bool = True):
     meta, params, best_params, _ = load_checkpoint(path)
     if meta["kind"] != "nplm":
         raise UserError(f"{path} holds {a_model(meta['kind'])} model, not an NPLM")
-    model = build_from_meta(path, lambda config: FusedNPLM(NPLMConfig(**config)), meta["model"])
-    if meta["train"].get("tie"):
+    model = build_from_meta(path, lambda config: FusedNPLM(NPLMConfig(**config)), meta["model"], NPLMConfig)
+    tie = meta["train"].get("tie", False)
+    if not isinstance(tie, bool):
+        raise UserError(f"{path} is not a readable nplm-edu checkpoint (training field 'tie' is {tie!r}, not bool)")
+    if tie:
         model.tie()
     set_params(model, best_params if best and best_params is not None else params)
     return model

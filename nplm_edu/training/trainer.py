@@ -34,8 +34,8 @@ from ..data.files import atomic_write
 from ..errors import UserError, a_model, check_seed, option
 from ..progress import progress_bar
 from ..models.nplm import PARAM_NAMES
-from .checkpoint import (TrainingDiverged, TrainState, check_space, check_writable, data_fingerprints, epoch_copy,
-                         keep_aside, load_checkpoint, remove_stale_temporaries, save_checkpoint)
+from .checkpoint import (TrainingDiverged, TrainState, check_space, check_types, check_writable, data_fingerprints,
+                         epoch_copy, keep_aside, load_checkpoint, remove_stale_temporaries, save_checkpoint)
 from .backends import ModelBackend, SerialBackend
 from .batches import WindowBatches, epoch_order, training_windows  # noqa: F401 -- importable from here too
 from .guards import Interrupt, check_memory, exploded, interruption_says, safe_exp, sigterm_as_ctrl_c
@@ -167,6 +167,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
     if resume:
         path = Path(out_dir) / "checkpoint.npz"
         meta, params, best, extra = load_checkpoint(path)
+        check_types(TrainConfig, meta["train"], "training", path)
         if meta["kind"] != kind or meta["model"] != asdict(model.config):
             raise UserError(f"{path} holds {a_model(meta['kind'])} model {meta['model']}, not this {kind} model "
                             f"{asdict(model.config)}")
@@ -308,8 +309,8 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                         raise diverged(*e.report) from None
                     except UserError as e:  # a worker failed (killed, crashed): say what the run keeps
                         raise UserError(with_kept(str(e))) from None
-                    if exploded(loss, V):
-                        raise diverged(f"the training loss became {loss:.4g}")
+                    if exploded(loss, V):  # the epoch's mean, whose updates the workers did not stop
+                        raise diverged(f"the mean training loss became {loss:.4g}", at="the end")
                     state.step += updates
                     state.loss_sum, state.loss_count = loss * len(order), len(order)
                     bar.update(len(order) - bar.n)

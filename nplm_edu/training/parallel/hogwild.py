@@ -28,7 +28,7 @@ import numpy as np
 
 from ...errors import UserError
 from ..checkpoint import TrainingDiverged, set_params
-from ..guards import sigterm_as_ctrl_c
+from ..guards import exploded, sigterm_as_ctrl_c
 from ..backends import ModelBackend
 from .output_block import OutputBlockSGD, epoch_batches
 
@@ -49,7 +49,7 @@ class HogwildResult:
 
 
 class HogwildDiverged(TrainingDiverged):
-    """A worker's training loss became NaN or infinite (the shared parameters are then ruined)."""
+    """A worker's training loss became NaN, infinite or exploded (the shared parameters are then ruined)."""
 
     def __init__(self, loss: float, update: int, worker: int, workers: int):
         self.loss, self.update, self.worker, self.workers = loss, update, worker, workers
@@ -80,7 +80,7 @@ def _die_with_parent(parent: int) -> None:
 def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0: int, errors, stop,
             parent: int, done) -> None:
     """SGD over this worker's slice, writing into the shared parameters (in trainer.state) and its
-    examples so far into ``done[w]`` (for the parent's progress bar). A non-finite loss sets the
+    examples so far into ``done[w]`` (for the parent's progress bar). A diverging loss sets the
     shared ``stop`` flag, which ends every worker at its next update. Ctrl-C is left to the parent
     (one message, not one traceback per worker)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -93,7 +93,7 @@ def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0:
                 break
             trainer.t = t = t0 + j * P + w  # about the global number of updates so far (for lr_t)
             loss = trainer.step(contexts[batch], targets[batch])
-            if not math.isfinite(loss):
+            if exploded(loss, trainer.V):  # non-finite, or far above the uniform model's: diverging
                 stop.value = 1
                 errors.put(("diverged", (t + 1, w, loss)))  # counted from 1, as the serial trainer's line
                 return
