@@ -5,6 +5,10 @@ raises :class:`UserError`; ``python -m nplm_edu`` prints ``error: <message>`` on
 with status 2, never a traceback.
 """
 
+import math
+import numbers
+from dataclasses import fields
+
 
 class UserError(Exception):
     """Bad input from the user: printed as one line by the command line, exit status 2."""
@@ -56,3 +60,44 @@ def a_model(kind: str) -> str:
     if head in names:
         return f"an {names[head]}{'-' + rest if rest else ''}"
     return f"{'an' if kind[:1].lower() in 'aeio' else 'a'} {kind}"
+
+
+_KINDS = {"int": numbers.Integral, "float": numbers.Real, "str": str, "bool": bool, "dict": dict, "list": list,
+          "None": type(None)}
+
+
+def mistyped_field(cls, values: dict):
+    """(name, value, declared type) of the first field in ``values`` that is not of the type the
+    dataclass ``cls`` declares for it (a string for a number, 1 for True, a NaN or an infinity), or
+    None. Fields declared with other types are not checked.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class C:
+    ...     n: int = 1
+    ...     x: float = 0.5
+    ...     on: bool = True
+    >>> mistyped_field(C, {"n": "2"}), mistyped_field(C, {"x": float("nan")}), mistyped_field(C, {"on": 1})
+    (('n', '2', 'int'), ('x', nan, 'float'), ('on', 1, 'bool'))
+    >>> mistyped_field(C, {"n": 2, "x": 1, "on": False}) is None  # an int is a float too
+    True
+    """
+    for f in fields(cls):
+        declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", None) or str(f.type)
+        kinds = [t.strip() for t in declared.split("|")]
+        if f.name not in values or not all(k in _KINDS for k in kinds):
+            continue
+        v = values[f.name]
+        ok = (isinstance(v, tuple(_KINDS[k] for k in kinds)) and (not isinstance(v, bool) or "bool" in kinds)
+              and (not isinstance(v, numbers.Real) or isinstance(v, numbers.Integral) or math.isfinite(v)))
+        if not ok:
+            return f.name, v, declared
+    return None
+
+
+def check_field_types(config) -> None:
+    """One clear :class:`UserError` naming the option when a field of the dataclass ``config`` is not
+    of its declared type (:func:`mistyped_field`): found before a run, not when its checkpoint is read."""
+    bad = mistyped_field(type(config), {f.name: getattr(config, f.name) for f in fields(config)})
+    if bad is not None:
+        raise UserError(f"{option(bad[0])} must be {bad[2]}, got {bad[1]!r}")

@@ -301,7 +301,6 @@ def test_conflicting_or_unknown_values_are_refused_by_argparse(argv, says, capsy
     (["train", "--seed", "-1"], "--seed must be"),
     (["train", "--h", "0", "--no-direct"], "--h 0 needs --direct"),
     (["train", "--parallel", "hogwild", "--workers", "0"], "--workers must be at least 1"),
-    (["train", "--parallel", "hogwild", "--workers", "5000"], "--workers 5000 is more than 4 workers per core"),
     (["reproduce", "central-claim", "--seeds", "0"], "--seeds must be at least 1"),
 ])
 def test_messages_name_options_as_typed(args, says, tmp_path):
@@ -310,7 +309,21 @@ def test_messages_name_options_as_typed(args, says, tmp_path):
     assert_user_error(run(*args, *extra, check_ok=False), says)
 
 
-@pytest.mark.parametrize("args", [["train", "--out", ""], ["corpus", "export", "--out", " "]])
+def test_more_hogwild_workers_than_four_per_core_are_refused(tmp_path, monkeypatch, capsys):
+    """--workers 5000 forked thousands of processes on two cores; the cores counted are those this
+    process may use (here one, so that the test forks nothing should the check be lost)."""
+    import nplm_edu.cli.train as cli_train
+    from nplm_edu.cli import main
+
+    monkeypatch.setattr(cli_train, "usable_cores", lambda: 1)
+    args = ["train", "--parallel", "hogwild", "--corpus", "synthetic", "--epochs", "1", "--out", str(tmp_path / "r")]
+    assert main([*args, "--workers", "5"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --workers 5 is more than 4 workers per core this process may use (1)"
+    assert main(["train", "--workers", "5"]) == 2  # without hogwild, the option itself is the mistake
+    assert "--workers is for --parallel hogwild" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["train", "--out", ""], ["corpus", "export", "--out", ""]])
 def test_an_empty_output_folder_is_refused(args, tmp_path, monkeypatch, capsys):
     """An empty --out named the current folder: a run wrote its checkpoint wherever the shell stood."""
     from nplm_edu.cli import main
@@ -394,3 +407,19 @@ def test_an_interrupted_export_leaves_every_file_as_it_was(tmp_path, monkeypatch
     assert main(["corpus", "export", "--out", str(old)]) == 130
     assert sorted(p.name for p in old.iterdir()) == ["test.txt", "train.txt", "valid.txt"]
     assert (old / "train.txt").read_text() == "an earlier train\n"
+
+
+def test_an_export_that_cannot_replace_a_file_replaces_none(tmp_path, capsys):
+    """valid.txt is a folder: found before the first rename, so train.txt keeps its earlier content and
+    no temporary file is left (one left by a killed export is swept)."""
+    from nplm_edu.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.txt").write_text("an earlier train\n")
+    (out / "valid.txt").mkdir()
+    (out / "test.txt.k1ll3d.tmp").write_text("half")
+    assert main(["corpus", "export", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: is a folder, not a file: {out / 'valid.txt'}"
+    assert sorted(p.name for p in out.iterdir()) == ["train.txt", "valid.txt"]
+    assert (out / "train.txt").read_text() == "an earlier train\n"

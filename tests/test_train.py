@@ -913,3 +913,17 @@ def test_a_fresh_start_whose_first_save_fails_leaves_the_earlier_runs_files_toge
         run(tmp_path, "run", 1, minutes=0.0)
     assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 25
     assert load_checkpoint(out / "checkpoint.epoch.npz")[0]["state"]["step"] == 19
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda: TrainConfig(max_updates=1e2), "--max-updates (max_updates) must be int | None, got 100.0"),
+    (lambda: TrainConfig(lr=float("nan")), "--lr must be float, got nan"),
+    (lambda: NPLMConfig(V=20, direct=1), "--direct must be bool, got 1"),
+])
+def test_a_setting_of_the_wrong_type_is_refused_before_training(make, says):
+    """What a checkpoint would refuse to read back (check_types) is refused when the run is set up: a
+    library caller's 1e2 updates trained a whole run whose checkpoint then could not resume."""
+    config = make()
+    with pytest.raises(UserError) as info:
+        config.validate()
+    assert str(info.value) == says

@@ -42,6 +42,14 @@ HELP = {"n": "order: n-1 context words", "h": "hidden units, 0 for none", "m": "
         "frozen": "parameters never updated, comma-separated (e.g. C: fixed word features; serial only; default: none)"}
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (a container or taskset may allow fewer than the machine has)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def _handler(args) -> int:
     started = time.monotonic()
     config = from_options(TrainConfig, args)
@@ -52,11 +60,11 @@ def _handler(args) -> int:
         raise UserError(f"--parallel {args.parallel} checkpoints {NOT_IN_PARALLEL}")
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, got {args.workers}")
-    cores = os.cpu_count() or 1
-    if args.workers > 4 * cores:  # thousands of forked processes would swamp the machine for nothing
-        raise UserError(f"--workers {args.workers} is more than 4 workers per core of this machine ({cores} cores)")
     if args.parallel != "hogwild" and args.workers != 1:
         raise UserError("--workers is for --parallel hogwild (output-block runs on the ranks mpiexec starts)")
+    cores = usable_cores()
+    if args.workers > 4 * cores:  # thousands of forked processes would swamp the machine for nothing
+        raise UserError(f"--workers {args.workers} is more than 4 workers per core this process may use ({cores})")
     with new_folder_removed_on_failure(args.out):  # a run that failed before writing anything leaves none
         _check_outputs(args)  # before any setup: under mpiexec, on every rank before MPI starts
         comm = world() if args.parallel == "output-block" else None

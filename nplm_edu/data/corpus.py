@@ -254,5 +254,6 @@ def export(corpus: Corpus, out: Path) -> dict[str, Path]:
         return write
 
     paths = {s: Path(out) / f"{s}.txt" for s in ("train", "valid", "test")}
+    remove_stale_temporaries(*paths.values())  # of an export killed mid-write
     atomic_writes({paths[s]: lines_of(s) for s in paths})  # all three or none, never a file cut short
     return paths

@@ -7,6 +7,7 @@ file or the new one, never a torn one. Checkpoints, results files and caches all
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import time
@@ -41,8 +42,9 @@ def atomic_write(path, write, binary: bool = True) -> Path:
 
 def atomic_writes(writes: dict, binary: bool = True) -> list[Path]:
     """:func:`atomic_write` for several files at once, ``{path: write}``: every file is written and
-    flushed to disk before the first rename, and an error or Ctrl-C while writing leaves every
-    path as it was (and no temporary file), so a reader finds all the new files or none.
+    flushed to disk, and every path checked, before the first rename, so an error or Ctrl-C while
+    writing leaves every path as it was (and no temporary file): a reader finds all the new files
+    or none (only a crash between two renames, microseconds apart, could leave a mix).
 
     >>> import tempfile as t
     >>> d = Path(t.mkdtemp())
@@ -69,6 +71,9 @@ def atomic_writes(writes: dict, binary: bool = True) -> list[Path]:
             except FileNotFoundError:
                 mode = new_file_mode()
             os.chmod(tmp, mode)
+        for _, path in staged:  # the renames cannot fail half-way for want of a file's place
+            if path.is_dir():
+                raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
         for tmp, path in staged:
             os.replace(tmp, path)
     except BaseException:

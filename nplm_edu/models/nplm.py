@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import UserError, check_seed, option
+from ..errors import UserError, check_field_types, check_seed, option
 from .lm import LanguageModel
 from .output import FullSoftmax, OutputLayer
 
@@ -59,6 +59,7 @@ class NPLMConfig:
     seed: int = 0
 
     def validate(self) -> None:
+        check_field_types(self)  # a checkpoint written now must read back (1e4 is no count of updates)
         if self.V < 2:
             raise UserError(f"vocabulary size must be at least 2, got {self.V}")
         if self.n < 2:

@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import UserError, a_model, check_seed, option
+from ..errors import UserError, a_model, check_field_types, check_seed, option
 from .nplm import check_dtype
 from .output import FullSoftmax, OutputLayer
 
@@ -64,6 +64,7 @@ class RecurrentConfig:
     seed: int = 0
 
     def validate(self) -> None:
+        check_field_types(self)  # a checkpoint written now must read back (1e4 is no count of updates)
         if self.V < 2:
             raise UserError(f"vocabulary size must be at least 2, got {self.V}")
         if self.cell not in CELLS:

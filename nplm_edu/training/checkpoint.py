@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.files import atomic_write, remove_stale_temporaries  # noqa: F401 -- the trainer's too
-from ..errors import UserError, a_model
+from ..errors import UserError, a_model, mistyped_field
 
 FORMAT = "nplm-edu-checkpoint-2"
 
@@ -33,26 +32,17 @@ class TrainingDiverged(UserError):
     """The loss or the parameters became NaN, infinite or exploded."""
 
 
-_KINDS = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "dict": (dict,), "list": (list,),
-          "None": (type(None),)}
-
-
 def check_types(cls, d: dict, what: str, path=None) -> None:
     """Refuse a field of ``d`` (a checkpoint's JSON) that is not of the type the dataclass ``cls``
-    declares for it: a string for a number, 1 for True, a NaN. ValueError, or with ``path`` a
+    declares for it (:func:`~nplm_edu.errors.mistyped_field`). ValueError, or with ``path`` a
     UserError naming the file."""
-    for f in fields(cls):
-        declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", None) or str(f.type)
-        kinds = [t.strip() for t in declared.split("|")]
-        if f.name not in d or not all(k in _KINDS for k in kinds):
-            continue
-        v = d[f.name]
-        if (not isinstance(v, sum((_KINDS[k] for k in kinds), ())) or (isinstance(v, bool) and "bool" not in kinds)
-                or (isinstance(v, float) and not math.isfinite(v))):
-            message = f"{what} field {f.name!r} is {v!r}, not {declared}"
-            if path is None:
-                raise ValueError(message)
-            raise UserError(f"{path} is not a readable nplm-edu checkpoint ({message})")
+    bad = mistyped_field(cls, d)
+    if bad is None:
+        return
+    message = f"{what} field {bad[0]!r} is {bad[1]!r}, not {bad[2]}"
+    if path is None:
+        raise ValueError(message)
+    raise UserError(f"{path} is not a readable nplm-edu checkpoint ({message})")
 
 
 @dataclass
@@ -75,7 +65,8 @@ class TrainState:
 
     def drop_last_epoch(self) -> None:
         """Forget the epoch just counted, whose parameters could not be saved: the epoch count, the
-        history and the best validation perplexity go back to what they were before it."""
+        history and the best validation perplexity go back to what they were before it, for the
+        report of the run that stops there (the step and the example order stay where they are)."""
         self.history.pop()
         self.epoch, self.done, self.bad_epochs, best = self.epoch - 1, False, 0, None
         for e in self.history:  # as the trainer counts them: a tie is no improvement
@@ -154,7 +145,7 @@ def keep_aside(path: Path, copy: Path) -> None:
 
 def check_writable(folder) -> Path:
     """Create ``folder`` if needed and prove it is writable now, before any training: one clear line if not."""
-    if not str(folder).strip():  # Path("") is the current folder: an empty --out is a slip, not a choice
+    if str(folder) == "":  # Path("") is the current folder: an empty --out is a slip, not a choice
         raise UserError("an empty path names no folder: give the output folder (. for this one)")
     folder = Path(folder)
     try:

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.files import atomic_write
-from ..errors import UserError, a_model, check_seed, option
+from ..errors import UserError, a_model, check_field_types, check_seed, option
 from ..progress import progress_bar
 from ..models.nplm import PARAM_NAMES
 from .checkpoint import (TrainingDiverged, TrainState, check_space, check_types, check_writable, data_fingerprints,
@@ -82,6 +82,7 @@ class TrainConfig:
         return tuple(x.strip() for x in self.frozen.split(",") if x.strip())
 
     def validate(self) -> None:
+        check_field_types(self)  # a checkpoint written now must read back (1e4 is no count of updates)
         for name in ("epochs", "batch", "patience"):
             if getattr(self, name) < 1:
                 raise UserError(f"{option(name)} must be at least 1, got {getattr(self, name)}")
@@ -309,7 +310,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
                         raise diverged(*e.report) from None
                     except UserError as e:  # a worker failed (killed, crashed): say what the run keeps
                         raise UserError(with_kept(str(e))) from None
-                    if exploded(loss, V):  # the epoch's mean, whose updates the workers did not stop
+                    if exploded(loss, V):  # defensive: each worker checks its own updates first
                         raise diverged(f"the mean training loss became {loss:.4g}", at="the end")
                     state.step += updates
                     state.loss_sum, state.loss_count = loss * len(order), len(order)

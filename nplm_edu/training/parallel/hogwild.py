@@ -146,7 +146,7 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
     ``order``: the example indices to visit (default: a permutation drawn from ``seed``); ``t0``:
     updates done before (for lr_t). ``params`` is not modified; the result holds the trained parameters. If ``trainer_out`` is a
     list, an M = 1 :class:`OutputBlockSGD` holding the final parameters is appended (for
-    evaluation with ``.perplexity``). A worker whose loss becomes NaN or infinite stops every worker
+    evaluation with ``.perplexity``). A worker whose loss diverges (NaN, infinite or exploded) stops every worker
     and :class:`HogwildDiverged` (a ``train.TrainingDiverged``) is raised. ``progress``: called with
     the examples done so far by all workers, while they run."""
     N = len(targets)
@@ -165,7 +165,7 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
             shared[...] = arr
             trainer.state[name] = shared
         errors = ctx.SimpleQueue()
-        stop = ctx.RawValue("i", 0)  # set by a worker whose loss is not finite; read without a lock
+        stop = ctx.RawValue("i", 0)  # set by a worker whose loss diverged; read without a lock
         done = ctx.RawArray("q", workers)  # examples each worker has trained on; each writes its own
         procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, t0, errors, stop,
                                                    os.getpid(), done), daemon=True)
@@ -190,7 +190,7 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
             raise WorkerFailed(f"a hogwild worker failed: {how}; the other workers were stopped")
         diverged = sorted(v for kind, v in reports if kind == "diverged")
         if diverged:
-            update, w, loss = diverged[0]  # the earliest non-finite loss
+            update, w, loss = diverged[0]  # the earliest diverging loss
             raise HogwildDiverged(loss, update, w, workers)
         train_nll = sum(v for _, v in reports) / examples
         for name in trainer.state:  # private copies: the shared memory goes with the last reference to it
