@@ -254,11 +254,11 @@ def set_params(model, params: dict) -> None:
         p[...] = params[k]
 
 
-def build_from_meta(path, build, config: dict, cls):
-    """``build(config)``, the model a checkpoint's configuration (of the dataclass ``cls``) describes;
-    one line naming the file when it cannot be built (an unknown field, a string for a number, |V| = -3 ...)."""
+def build_from_meta(path, build, config: dict):
+    """``build(config)``, the model a checkpoint's configuration describes; one line naming the file
+    when it cannot be built (an unknown field, a value of the wrong type, |V| = -3 ...: the model's
+    own ``validate``)."""
     try:
-        check_types(cls, config, "model")
         return build(config)
     except (TypeError, ValueError, UserError) as e:
         raise UserError(f"{path} has an unreadable model configuration ({e})") from None
@@ -273,7 +273,7 @@ def model_from_checkpoint(path, best: bool = True):
     meta, params, best_params, _ = load_checkpoint(path)
     if meta["kind"] != "nplm":
         raise UserError(f"{path} holds {a_model(meta['kind'])} model, not an NPLM")
-    model = build_from_meta(path, lambda config: FusedNPLM(NPLMConfig(**config)), meta["model"], NPLMConfig)
+    model = build_from_meta(path, lambda config: FusedNPLM(NPLMConfig(**config)), meta["model"])
     tie = meta["train"].get("tie", False)
     if not isinstance(tie, bool):
         raise UserError(f"{path} is not a readable nplm-edu checkpoint (training field 'tie' is {tie!r}, not bool)")

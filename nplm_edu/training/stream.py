@@ -205,8 +205,7 @@ def recurrent_from_checkpoint(path, best: bool = True):
     meta, params, best_params, _ = load_checkpoint(path)
     if meta["kind"] not in ("rnn", "lstm"):
         raise UserError(f"{path} holds {a_model(meta['kind'])} model, not a recurrent one (RNN or LSTM)")
-    model = build_from_meta(path, lambda config: recurrent_model(RecurrentConfig(**config)), meta["model"],
-                            RecurrentConfig)
+    model = build_from_meta(path, lambda config: recurrent_model(RecurrentConfig(**config)), meta["model"])
     set_params(model, best_params if best and best_params is not None else params)
     return model
 
