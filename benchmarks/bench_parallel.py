@@ -54,18 +54,18 @@ def worker(K: int, updates: int, dtype: str) -> None:
 
     comm = world() if "PMI_RANK" in os.environ or "PMI_SIZE" in os.environ else None
     cfg = NPLMConfig(**MLP1, dtype=dtype, seed=0)
-    tr = OutputBlockSGD(NPLM(cfg).params, lr=1e-3, weight_decay=1e-4, batch_size=K, comm=comm)
+    tr = OutputBlockSGD(NPLM(cfg).params, weight_decay=1e-4, batch_size=K, comm=comm)
     rng = np.random.default_rng(0)
     ctx = rng.integers(0, cfg.V, size=((updates + 3) * K, cfg.n - 1)).astype(np.int32)
     tgt = rng.integers(0, cfg.V, size=(updates + 3) * K).astype(np.int32)
     for i in range(3):  # warm-up, not timed
-        tr.step(ctx[i * K:(i + 1) * K], tgt[i * K:(i + 1) * K])
+        tr.step(ctx[i * K:(i + 1) * K], tgt[i * K:(i + 1) * K], 1e-3)
     tr.timers = dict.fromkeys(tr.timers, 0.0)
     if comm is not None:
         comm.Barrier()
     t0 = time.perf_counter()
     for i in range(3, updates + 3):
-        tr.step(ctx[i * K:(i + 1) * K], tgt[i * K:(i + 1) * K])
+        tr.step(ctx[i * K:(i + 1) * K], tgt[i * K:(i + 1) * K], 1e-3)
     wall = time.perf_counter() - t0
     mine = dict(tr.split_times(), wall=wall, rank=tr.rank, owns=[tr.start, tr.stop])
     ranks = [mine] if comm is None else comm.gather(mine, root=0)

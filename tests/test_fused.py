@@ -126,7 +126,7 @@ def test_fused_update_equals_gradient_step(kw):
     c, t = batch()
     for lr, wd in [(0.1, 0.0), (0.05, 0.01)]:
         _, g = b.loss_and_grads(c, t)
-        sgd_step(b.params, g, lr, wd)
+        sgd_step(b.params, g, lr, wd, b.decayed)
         a.sgd_update(c, t, lr, wd)
         for k in a.params:
             np.testing.assert_allclose(a.params[k], b.params[k], rtol=1e-12, atol=1e-14, err_msg=k)

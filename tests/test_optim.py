@@ -99,7 +99,7 @@ def test_adam_one_step_by_hand():
     #   p = 1.998 - 0.1 * 0.5 / (0.5 + 1e-8) = 1.898 + 1e-9 (approximately: 0.1 * 0.5 * 1e-8 / 0.5^2)
     # and for a bias (never decayed): 2 - 0.1 * 0.5 / (0.5 + 1e-8) = 1.9 + 1e-9
     params = {"U": np.array([2.0]), "b": np.array([2.0])}
-    adam = Adam(params, 0.9, 0.999, 1e-8, weight_decay=0.01)
+    adam = Adam(params, 0.9, 0.999, 1e-8, weight_decay=0.01, decayed=("U",))
     adam.step(params, {"U": np.array([0.5]), "b": np.array([0.5])}, lr=0.1)
     assert np.isclose(params["U"][0], 1.998 - 0.1 * 0.5 / (0.5 + 1e-8), rtol=0, atol=1e-13)
     assert np.isclose(params["b"][0], 2.0 - 0.1 * 0.5 / (0.5 + 1e-8), rtol=0, atol=1e-13)

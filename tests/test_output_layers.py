@@ -16,6 +16,7 @@ from nplm_edu.models.sparse_output import train_counts
 from nplm_edu.models.tree_softmax import TreeSoftmax
 from nplm_edu.models.trees import Tree, cluster_merges, huffman_merges, merge_cost
 from nplm_edu.numerics.sparse import SparseNPLM
+from nplm_edu.training.optim import sgd_step
 
 V, H = 13, 4
 RNG = np.random.default_rng(0)
@@ -92,18 +93,29 @@ def test_sparse_sgd_step_equals_the_reference_rule(name):
     reference gradient, six updates in float64 (the decay scales are pending in between)."""
     ref, fast = NPLM(config(), output=layers()[name]), SparseNPLM(config(), output=layers()[name])
     rng = np.random.default_rng(5)
-    decayed = ("C", "H") + ref.output.decayed
+    assert ref.decayed == fast.decayed  # the model says which arrays decay, for both paths
     for _ in range(6):
         c, t = rng.integers(0, V, (7, 3)), rng.integers(0, V, 7)
         loss, g = ref.loss_and_grads(c, t)
-        for k, gk in g.items():
-            p = ref.params[k]
-            p -= 0.3 * (gk + 0.05 * p) if k in decayed else 0.3 * gk
+        sgd_step(ref.params, g, 0.3, 0.05, ref.decayed)
         assert fast.sgd_update(c, t, 0.3, 0.05) == pytest.approx(loss, abs=1e-12)
     assert fast._scale  # pending: the decay was never applied to the whole matrices
     for k in ref.params:
         np.testing.assert_allclose(fast.params[k], ref.params[k], rtol=0, atol=1e-13, err_msg=k)
     assert not fast._scale  # reading params folded it in
+
+
+@pytest.mark.parametrize("name", list(layers()))
+def test_every_weight_matrix_is_decayed_and_no_bias(name):
+    """model.decayed, which every trainer's rule reads, names every weight matrix of the network and of
+    its output layer (class, node, sampled weights too) and no bias or sampler state."""
+    from nplm_edu.models.rnn import ElmanRNN, RecurrentConfig
+
+    for model in (NPLM(config(), output=layers()[name]),
+                  ElmanRNN(RecurrentConfig(V=V, cell="rnn", m=3, h=H), output=layers()[name])):
+        state = getattr(model.output, "state", ())
+        matrices = {k for k, p in model.params.items() if p.ndim == 2 and k not in state}
+        assert set(model.decayed) == matrices, (name, model.decayed)
 
 
 def test_sampled_layers_evaluate_exactly_like_the_full_softmax():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from nplm_edu.models.nplm import NPLM, NPLMConfig
-from nplm_edu.training.optim import sgd_step
+from nplm_edu.training.optim import learning_rate, sgd_step
 from nplm_edu.training.parallel.output_block import OutputBlockSGD, block_range
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,8 +55,8 @@ def test_serial_run_equals_serial_trainer(direct, K):
     for t in range(10):
         idx = slice(t * K, (t + 1) * K)
         loss_ref, grads = ref.loss_and_grads(ctx[idx], tgt[idx])
-        sgd_step(ref.params, grads, 0.05 / (1 + 1e-3 * t), 1e-3)
-        loss = tr.step(ctx[idx], tgt[idx])
+        sgd_step(ref.params, grads, 0.05 / (1 + 1e-3 * t), 1e-3, ref.decayed)
+        loss = tr.step(ctx[idx], tgt[idx], learning_rate(0.05, 1e-3, t))
         assert loss == pytest.approx(loss_ref, rel=1e-12)
     par = tr.gather()
     assert set(par) == set(ref.params)
@@ -72,17 +72,17 @@ def test_the_blocks_time_includes_its_share_of_the_softmax(monkeypatch):
 
     import nplm_edu.training.parallel.output_block as ob
 
-    softmax = ob.softmax_inplace
+    head = ob.softmax_nll
 
-    def slow_softmax(y, reduce):
+    def slow_head(*args):
         _time.sleep(0.05)
-        return softmax(y, reduce)
+        return head(*args)
 
-    monkeypatch.setattr(ob, "softmax_inplace", slow_softmax)
+    monkeypatch.setattr(ob, "softmax_nll", slow_head)
     cfg = NPLMConfig(V=23, n=3, m=4, h=5, seed=2)
     tr = OutputBlockSGD(NPLM(cfg).params, batch_size=4)
     rng = np.random.default_rng(0)
-    tr.step(rng.integers(0, 23, size=(4, 2)), rng.integers(0, 23, size=4))
+    tr.step(rng.integers(0, 23, size=(4, 2)), rng.integers(0, 23, size=4), 0.1)
     t = tr.split_times()
     assert t["block"] >= 0.05 and t["replicated"] < 0.05, t
 

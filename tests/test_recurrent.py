@@ -11,7 +11,8 @@ from nplm_edu.models.lstm import LSTM
 from nplm_edu.models.output import FullSoftmax, OutputLayer
 from nplm_edu.models.rnn import ElmanRNN, RecurrentConfig, check_batch
 from nplm_edu.numerics.recurrent import FastLSTM, FastRNN, recurrent_model
-from nplm_edu.training.clip import check_clip, clip_grad_norm, grad_norm, sgd_step
+from nplm_edu.training.clip import check_clip, clip_grad_norm, grad_norm
+from nplm_edu.training.optim import sgd_step
 
 V, M, H, B, T = 11, 4, 5, 3, 6
 
@@ -165,7 +166,7 @@ def test_clip_grad_norm():
 
 def test_sgd_step_decays_weights_not_biases():
     P = {"U": np.ones(2), "b": np.ones(2)}
-    sgd_step(P, {"U": np.zeros(2), "b": np.zeros(2)}, lr=0.5, weight_decay=0.1)
+    sgd_step(P, {"U": np.zeros(2), "b": np.zeros(2)}, lr=0.5, weight_decay=0.1, decayed=("U",))
     assert P["U"].tolist() == [0.95, 0.95] and P["b"].tolist() == [1.0, 1.0]
 
 

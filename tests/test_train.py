@@ -46,7 +46,7 @@ def test_learning_rate_and_sgd_step_rule():
     assert np.isclose(learning_rate(0.1, 0.5, 2, lr_decay=0.5, epoch=3), 0.05 * 0.125)  # times 0.5^3
     P = {k: np.array([1.0]) for k in ("C", "H", "U", "W", "b", "d")}
     G = {k: np.array([2.0]) for k in P}
-    sgd_step(P, G, 0.1, 0.5)
+    sgd_step(P, G, 0.1, 0.5, decayed=("C", "H", "U", "W"))
     for k in ("C", "H", "U", "W"):
         assert np.isclose(P[k][0], 1 - 0.1 * (2 + 0.5 * 1))  # 0.75: decayed
     for k in ("b", "d"):

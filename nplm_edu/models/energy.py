@@ -67,6 +67,7 @@ class EnergyNPLM(LanguageModel):
 
     kind = "energy"
     tied = False
+    decayed = ("C", "H", "v")  # weight decay applies to these, never to the biases b, d
 
     def __init__(self, config: EnergyConfig, chunk: int = 8):
         config.validate()
@@ -168,7 +169,7 @@ class EnergyNPLM(LanguageModel):
         loss, g = self.loss_and_grads(contexts, targets)
         for k, gk in g.items():
             p = self.params[k]
-            if k in ("C", "H", "v") and weight_decay:
+            if k in self.decayed and weight_decay:
                 p *= p.dtype.type(1 - lr * weight_decay)
             p -= p.dtype.type(lr) * gk
         return loss

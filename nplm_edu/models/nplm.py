@@ -35,7 +35,6 @@ from .lm import LanguageModel
 from .output import FullSoftmax, OutputLayer
 
 PARAM_NAMES = ("C", "H", "d", "U", "W", "b")  # the paper's theta = (b, d, W, U, H, C)
-DECAYED = ("C", "H", "U", "W")  # weight decay applies to these, never to the biases b, d
 DTYPES = ("float32", "float64")  # the floating-point types a model computes in
 
 
@@ -94,6 +93,8 @@ class NPLM(LanguageModel):
         self.params: dict[str, np.ndarray] = {"C": C, "H": H, "d": np.zeros(h, dt)}
         self.params.update(self.output.init_params(rng, dt))
         self.tied = False
+        # weight decay applies to these (C, H, U, W with the full softmax), never to the biases b, d
+        self.decayed = ("C", "H") + tuple(self.output.decayed)
 
     # ----------------------------------------------------------------- helpers
     def num_params(self) -> int:

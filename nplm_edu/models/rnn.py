@@ -48,7 +48,6 @@ from .nplm import check_dtype
 from .output import FullSoftmax, OutputLayer
 
 CELLS = ("rnn", "lstm")
-DECAYED = ("C", "Wx", "Wh", "U")  # weight decay applies to these, never to the biases d, b
 
 
 @dataclass
@@ -124,6 +123,8 @@ class RecurrentLM:
         self.output = output or FullSoftmax(V, {"U": h})
         self.params.update(self.output.init_params(rng, dt))
         self.tied = False
+        # weight decay applies to these (C, Wx, Wh, U with the full softmax), never to the biases d, b
+        self.decayed = ("C", "Wx", "Wh") + tuple(self.output.decayed)
 
     def initial_bias(self, dt) -> np.ndarray:
         return np.zeros(self.G * self.config.h, dt)

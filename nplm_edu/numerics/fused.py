@@ -7,13 +7,14 @@ What changes against the reference (the output layer is ~99% of the work at |V| 
   ``params["W"]`` are views of it, so ``y = b + [U W] [a x]`` is ONE matrix product, and so are the
   gradients of ``[a x]`` and of ``[U W]`` (``z = [a x]`` is built once, in a reused buffer).
 - The softmax and its gradient are computed in place in one preallocated (K, |V|) buffer, in blocks
-  of 16 rows that stay in cache, on as many threads as BLAS uses (:func:`softmax_inplace`).
+  of 16 rows that stay in cache, on as many threads as BLAS uses (the softmax-NLL head,
+  :func:`nplm_edu.numerics.head.softmax_nll`).
 - :meth:`FusedNPLM.sgd_update` updates the parameters as the gradients are found, as the paper's
   algorithm does (section 3.2): one BLAS call does [U W] <- (1 - lr wd) [U W] - lr dL/dy^T [a x]
   without storing the (|V|, h + (n-1)m) gradient; only the rows of C of the words in the batch get
   a gradient step (weight decay still shrinks all of C).
 
-:func:`features`, :func:`softmax_inplace`, :func:`nll_grad_inplace` and :func:`features_backward` are
+:func:`features`, the head (:mod:`nplm_edu.numerics.head`) and :func:`features_backward` are
 the pieces; :class:`FusedNPLM` joins them for one process, and the output-block trainer
 (:mod:`nplm_edu.training.parallel.output_block`) joins them with MPI collectives in between.
 """
@@ -24,8 +25,9 @@ import numpy as np
 
 from ..errors import UserError
 from ..models.nplm import NPLM, NPLMConfig
-from ..models.output import FullSoftmax
-from .blas import gemm_update, rowwise, segment_sum
+from ..models.output import FullSoftmax, log_softmax
+from .blas import gemm_update, segment_sum
+from .head import nll, softmax_nll
 
 
 # --------------------------------------------------------------------------- the pieces
@@ -47,50 +49,6 @@ def features(P: dict, contexts: np.ndarray, z: np.ndarray, h: int, mask_x=None, 
     if mask_a is not None:
         a *= mask_a  # dropout on a
     return ids, dtanh
-
-
-def softmax_inplace(y: np.ndarray, reduce=None) -> tuple[np.ndarray, np.ndarray]:
-    """In place: y <- exp(y - max y) row by row; returns (row max, row sum of exp(y - max)) in y's dtype.
-
-    ``reduce(buf, op)``, for a block of the columns (output-block training): combines the row maxima
-    ("MAX") and the sums ("SUM") with the other blocks, so every block is normalised alike."""
-    K = y.shape[0]
-    mx, s = np.empty(K, y.dtype), np.empty(K, y.dtype)
-    if reduce is None:
-        def block(lo, hi):
-            for r in range(lo, hi, 16):  # 16 rows (1.1 MB on Brown) stay in cache for the 4 passes
-                r2 = min(r + 16, hi)
-                yb = y[r:r2]  # (rows, |V|)
-                m = yb.max(axis=1, keepdims=True)
-                yb -= m  # subtract the max before exponentiating (section 2)
-                np.exp(yb, out=yb)  # unnormalised probabilities in [0, 1]
-                s[r:r2] = yb.sum(axis=1)  # pairwise summation: accurate in float32 too
-                mx[r:r2] = m[:, 0]
-
-        rowwise(block, K, y.size)
-        return mx, s
-    if y.shape[1]:
-        y.max(axis=1, out=mx)
-    else:
-        mx.fill(-np.inf)  # an empty block contributes nothing
-    reduce(mx, "MAX")  # the max over all |V| units
-    y -= mx[:, None]
-    np.exp(y, out=y)
-    y.sum(axis=1, out=s)
-    reduce(s, "SUM")  # the sum over all |V| units
-    return mx, s
-
-
-def nll_grad_inplace(e: np.ndarray, s: np.ndarray, rows: np.ndarray, cols: np.ndarray, K: int) -> None:
-    """In place: e = exp(y - max) <- dL/dy = (p - onehot(w_t)) / K, the gradient of the mean NLL,
-    with p = e / s; the targets are at (rows, cols) (for a block of units: only those it holds)."""
-    scale = (1.0 / (s.astype(np.float64) * K)).astype(e.dtype)[:, None]  # (K, 1)
-
-    def block(lo, hi):
-        e[lo:hi] *= scale[lo:hi]  # p / K, in place  (K, |V|)
-
-    rowwise(block, e.shape[0], e.size)
-    e[rows, cols] -= e.dtype.type(1.0 / K)
 
 
 def features_backward(P: dict, gz: np.ndarray, dtanh: np.ndarray, h: int, mask_x=None, mask_a=None):
@@ -163,12 +121,8 @@ class FusedNPLM(NPLM):
         Returns (loss, dL/dy (K, |V|) in the y buffer, dL/d[a x] (K, h + (n-1)m), dL/do (K, h), dL/dx)."""
         y, z, UW = cache["y"], cache["z"], cache["UW"]
         K, h = y.shape[0], self.config.h
-        rows = np.arange(K)
-        yt = y[rows, targets].astype(np.float64)  # (K,) target logits, before y is overwritten
-        mx, s = softmax_inplace(y)  # y <- exp(y - max)
-        lse = mx.astype(np.float64) + np.log(s.astype(np.float64))  # log sum exp(y)
-        loss = float(np.mean(lse - yt))  # mean negative log-likelihood
-        nll_grad_inplace(y, s, rows, targets, K)  # backward through softmax + NLL
+        _, yt, mx, s = softmax_nll(y, targets)  # y <- dL/dy: backward through softmax + mean NLL
+        loss = float(np.mean(nll(yt, mx, s)))  # mean negative log-likelihood
         gy = y
         # backward through y = [U W] [a x] + b: dL/d[a x] = dL/dy [U W]
         # (computed transposed, [U W]^T dL/dy^T: OpenBLAS splits that shape well across threads)
@@ -236,14 +190,10 @@ class FusedNPLM(NPLM):
     # ----------------------------------------------------------------- probabilities
     def log_probs(self, contexts):
         contexts, _ = self.check_ids(contexts)
-        y = self._forward(contexts)["y"].astype(np.float64)  # (K, |V|)
-        y -= y.max(axis=1, keepdims=True)
-        return y - np.log(np.exp(y).sum(axis=1, keepdims=True))
+        return log_softmax(self._forward(contexts)["y"].astype(np.float64))  # (K, |V|)
 
     def log_prob(self, contexts, targets):
         """log P(w_t | context) of each target (K,), without building a float64 (K, |V|) array."""
         contexts, targets = self.check_ids(contexts, targets)
-        y = self._forward(contexts)["y"]  # (K, |V|)
-        yt = y[np.arange(len(targets)), targets].astype(np.float64)  # (K,) target logits
-        mx, s = softmax_inplace(y)
-        return yt - (mx.astype(np.float64) + np.log(s.astype(np.float64)))
+        _, yt, mx, s = softmax_nll(self._forward(contexts)["y"], targets, grad=False)
+        return -nll(yt, mx, s)  # (K,)

@@ -10,8 +10,8 @@ What changes against the reference:
 - the backward loop only computes dL/dz_t and dL/dh_{t-1}; the gradients of Wx, Wh, d and of the
   inputs x are then ONE product each over all T B positions;
 - the full softmax output layer computes the logits of all T B positions in one product into a
-  reused (T B, |V|) buffer, and the softmax and its gradient in place
-  (:func:`~nplm_edu.numerics.fused.softmax_inplace`, :func:`~nplm_edu.numerics.fused.nll_grad_inplace`);
+  reused (T B, |V|) buffer, and the softmax and its gradient in place (the softmax-NLL head,
+  :func:`~nplm_edu.numerics.head.softmax_nll`);
   other output layers are called through their interface;
 - the gradient of C is a segment sum (:func:`~nplm_edu.numerics.blas.segment_sum`), not ``np.add.at``.
 
@@ -26,7 +26,7 @@ from ..models.lstm import LSTM
 from ..models.output import FullSoftmax
 from ..models.rnn import ElmanRNN, RecurrentConfig, check_batch
 from .blas import segment_sum
-from .fused import nll_grad_inplace, softmax_inplace
+from .head import nll, softmax_nll
 
 
 class _Fast:
@@ -76,11 +76,8 @@ class _Fast:
         y = self._buffer("y", (N, self.V))
         np.matmul(A, P["U"].T, out=y)  # the logits of all T B positions in one product
         y += P["b"]  # (N, |V|)
-        rows = np.arange(N)
-        yt = y[rows, targets].astype(np.float64)  # target logits, before y is overwritten
-        mx, s = softmax_inplace(y)
-        loss = float(np.mean(mx.astype(np.float64) + np.log(s.astype(np.float64)) - yt))
-        nll_grad_inplace(y, s, rows, targets, N)  # y <- dL/dy = (p - onehot) / N
+        _, yt, mx, s = softmax_nll(y, targets)  # y <- dL/dy = (p - onehot) / N
+        loss = float(np.mean(nll(yt, mx, s)))  # mean negative log-likelihood
         gU = np.matmul(y.T, A, out=self._buffer("gU", P["U"].shape))  # (|V|, h)
         gb = np.sum(y, axis=0, out=self._buffer("gb", P["b"].shape))  # (|V|,)
         gA = np.matmul(y, P["U"], out=self._buffer("gA", A.shape))  # (N, h)
@@ -121,10 +118,8 @@ class _Fast:
         A, P = cache["inputs"]["U"], self.params
         y = np.matmul(A, P["U"].T, out=self._buffer("y", (A.shape[0], self.V)))
         y += P["b"]
-        targets = Y.T.reshape(-1)
-        yt = y[np.arange(len(targets)), targets].astype(np.float64)
-        mx, s = softmax_inplace(y)
-        lp = yt - mx.astype(np.float64) - np.log(s.astype(np.float64))
+        _, yt, mx, s = softmax_nll(y, Y.T.reshape(-1), grad=False)
+        lp = -nll(yt, mx, s)  # (T B,) log p(w_t)
         return lp.reshape(X.shape[1], X.shape[0]).T, cache["state"]
 
 

@@ -74,8 +74,8 @@ class SerialBackend(ModelBackend):
             model.tie()
         frozen = config.frozen_names()
         self.trained = {k: p for k, p in model.params.items() if not (model.tied and k == "U") and k not in frozen}
-        self.adam = (Adam(self.trained, config.beta1, config.beta2, config.eps, config.weight_decay)
-                     if config.optimizer == "adam" else None)
+        self.adam = (Adam(self.trained, config.beta1, config.beta2, config.eps, config.weight_decay,
+                          decayed=model.decayed) if config.optimizer == "adam" else None)
         self.drop_rng = np.random.default_rng([config.seed, 1])  # the dropout masks
         cfg = model.config
         self._widths = ((cfg.n - 1) * cfg.m, cfg.h)
@@ -93,7 +93,7 @@ class SerialBackend(ModelBackend):
         loss, grads = m.loss_and_grads(contexts, targets, mx, ma)
         grads = {k: g for k, g in grads.items() if k in self.trained}  # frozen parameters stay as they are
         if self.adam is None:
-            sgd_step(self.trained, grads, lr, c.weight_decay)
+            sgd_step(self.trained, grads, lr, c.weight_decay, m.decayed)
         else:
             self.adam.step(m.params, grads, lr)
         return loss

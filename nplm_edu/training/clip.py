@@ -1,4 +1,4 @@
-"""Gradient-norm clipping and the SGD step of the recurrent models.
+"""Gradient-norm clipping, for the recurrent models.
 
 Backpropagation through time multiplies T Jacobians, so now and then one batch's gradient is huge
 (the exploding gradients of seed 003, section 2.4): one step along it throws the parameters far
@@ -7,11 +7,9 @@ away. Pascanu et al. (2013) rescale the whole gradient when its norm exceeds a t
     ||g|| = sqrt(sum over every parameter of the sum of its squared entries)
     g <- g * min(1, c / ||g||)
 
-The direction is kept; only the length is capped. The step is then the paper's rule (section 4),
-with weight decay on the recurrent models' weight matrices (C, Wx, Wh, U), never on the biases::
-
-    p <- p - lr (g + weight_decay p)      p in C, Wx, Wh, U
-    p <- p - lr g                         p in d, b
+The direction is kept; only the length is capped. The step is then the paper's rule
+(:func:`nplm_edu.training.optim.sgd_step`), with weight decay on the recurrent models' weight
+matrices (C, Wx, Wh, U), never on the biases.
 """
 
 from __future__ import annotations
@@ -53,21 +51,3 @@ def clip_grad_norm(grads: dict, max_norm: float) -> float:
         for g in grads.values():
             g *= g.dtype.type(scale)
     return norm
-
-
-def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed=("C", "Wx", "Wh", "U"),
-             rows: dict | None = None) -> None:
-    """In place: p -= lr (g + weight_decay p) for the ``decayed`` names, p -= lr g for the others
-    (as p <- (1 - lr weight_decay) p - lr g; the gradients are overwritten). ``rows``: for a name
-    whose gradient is given by its nonzero rows only (the look-up table C), the ids of those rows:
-    weight decay still shrinks every row, the gradient step moves only those."""
-    rows = rows or {}
-    for name, g in grads.items():
-        p = params[name]
-        if weight_decay and name in decayed:
-            p *= p.dtype.type(1 - lr * weight_decay)
-        g *= p.dtype.type(lr)
-        if name in rows:
-            p[rows[name]] -= g  # the ids are unique: one subtraction per row
-        else:
-            p -= g

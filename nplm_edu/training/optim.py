@@ -7,6 +7,10 @@ log-likelihood is descent on the NLL)::
     p <- p - lr_t (g + weight_decay p)     for p in C, H, U, W   (all of C is decayed)
     p <- p - lr_t g                        for the biases b, d   (never decayed)
 
+Which parameters are decayed is the model's to say (``model.decayed``: its weight matrices and
+those of its output layer, e.g. C, Wx, Wh, U for a recurrent network, U and U_class for the
+class-factored softmax), so every trainer and every fast path decays the same arrays.
+
 The schedule, one formula for every trainer (t = updates done before this one, e = epochs done)::
 
     lr_t = lr / (1 + decay_rate t) * lr_decay^e
@@ -15,7 +19,7 @@ The paper's is ``decay_rate`` = r > 0, ``lr_decay`` = 1; a per-epoch decay (used
 is ``decay_rate`` = 0, ``lr_decay`` < 1.
 
 Adam (Kingma & Ba 2015, Algorithm 1) with weight decay decoupled from the gradient as in AdamW
-(Loshchilov & Hutter 2019), on C, H, U, W only (never b, d)::
+(Loshchilov & Hutter 2019), on the decayed parameters only (C, H, U, W; never b, d)::
 
     m <- beta1 m + (1 - beta1) g        v <- beta2 v + (1 - beta2) g^2          t <- t + 1
     p <- p - lr wd p                     (C, H, U, W)
@@ -32,9 +36,6 @@ import math
 
 import numpy as np
 
-from ..models.nplm import DECAYED
-
-
 def learning_rate(lr: float, decay_rate: float, step: int, lr_decay: float = 1.0, epoch: int = 0) -> float:
     """lr_t = lr / (1 + decay_rate t) * lr_decay^epoch, t = updates done before this one (section 4).
 
@@ -46,12 +47,22 @@ def learning_rate(lr: float, decay_rate: float, step: int, lr_decay: float = 1.0
     return lr / (1.0 + decay_rate * step) * lr_decay ** epoch
 
 
-def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float) -> None:
-    """In place: p -= lr (g + weight_decay p) for C, H, U, W; p -= lr g for b, d (the paper's rule;
-    :meth:`nplm_edu.numerics.fused.FusedNPLM.sgd_update` does the same without storing the gradients)."""
+def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed: tuple, rows=None) -> None:
+    """In place: p -= lr (g + weight_decay p) for the ``decayed`` names (``model.decayed``: C, H, U, W
+    for the NPLM), p -= lr g for the others (the biases b, d): the paper's rule;
+    :meth:`nplm_edu.numerics.fused.FusedNPLM.sgd_update` does the same without storing the gradients.
+
+    ``rows`` (name -> unique row ids): that name's gradient holds only those rows (the look-up
+    table C of a batch's words); weight decay still shrinks every row, the step moves only those."""
+    rows = rows or {}
     for name, g in grads.items():
         p = params[name]
-        if name in DECAYED and weight_decay:
+        if name in rows:
+            if weight_decay and name in decayed:
+                p *= p.dtype.type(1 - lr * weight_decay)  # p <- (1 - lr weight_decay) p, every row
+            g *= p.dtype.type(lr)
+            p[rows[name]] -= g  # the ids are unique: one subtraction per row
+        elif name in decayed and weight_decay:
             p -= lr * (g + weight_decay * p)
         else:
             p -= lr * g
@@ -67,16 +78,18 @@ def dropout_mask(rng: np.random.Generator, shape: tuple, p: float, dtype) -> np.
 class Adam:
     """Adam with decoupled weight decay (see the module docstring); moments ``m``, ``v`` per parameter.
 
-    The first step moves every parameter by about lr against the sign of its gradient:
+    ``decayed``: the parameters under weight decay (``model.decayed``). The first step moves every
+    parameter by about lr against the sign of its gradient:
 
     >>> p = {"b": np.array([1.0])}
-    >>> Adam(p).step(p, {"b": np.array([0.5])}, lr=0.1)
+    >>> Adam(p, decayed=()).step(p, {"b": np.array([0.5])}, lr=0.1)
     >>> round(float(p["b"][0]), 6)
     0.9
     """
 
-    def __init__(self, params: dict, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0):
+    def __init__(self, params: dict, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, *, decayed: tuple):
         self.beta1, self.beta2, self.eps, self.weight_decay = beta1, beta2, eps, weight_decay
+        self.decayed = tuple(decayed)
         self.t = 0
         self.m = {k: np.zeros_like(p) for k, p in params.items()}
         self.v = {k: np.zeros_like(p) for k, p in params.items()}
@@ -97,7 +110,7 @@ class Adam:
             np.multiply(g, g, out=tmp)
             tmp *= 1 - b2
             v += tmp  # v = beta2 v + (1 - beta2) g^2
-            if k in DECAYED and self.weight_decay:
+            if k in self.decayed and self.weight_decay:
                 p *= 1 - lr * self.weight_decay  # decoupled weight decay, never on b, d
             np.sqrt(v, out=tmp)
             tmp += self.eps * c2

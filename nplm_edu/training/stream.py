@@ -28,13 +28,13 @@ import numpy as np
 
 from ..data.vocab import PARAGRAPH
 from ..errors import UserError, a_model
-from ..models.rnn import DECAYED, RecurrentConfig
+from ..models.rnn import RecurrentConfig
 from ..numerics.recurrent import recurrent_model
 from .backends import ModelBackend
 from .checkpoint import TrainState, build_from_meta, load_checkpoint, set_params
-from .clip import check_clip, clip_grad_norm, sgd_step
+from .clip import check_clip, clip_grad_norm
 from .guards import perplexity_of  # noqa: F401 -- the stream's perplexity, importable from here
-from .optim import dropout_mask
+from .optim import dropout_mask, sgd_step
 
 
 @dataclass
@@ -160,7 +160,7 @@ class StreamBackend(ModelBackend):
             loss, grads, self.state = m.loss_and_grads(X, Y, self.state, mx, ma, resets)
         norm = clip_grad_norm(grads, self.stream.clip)  # the zero rows of dL/dC add nothing to the norm
         self.norms += (norm, 1, norm > self.stream.clip)
-        sgd_step(m.params, grads, lr, c.weight_decay, DECAYED, rows)
+        sgd_step(m.params, grads, lr, c.weight_decay, m.decayed, rows)
         return loss
 
     def epoch_extra(self) -> dict:

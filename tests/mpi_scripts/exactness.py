@@ -33,7 +33,7 @@ def serial(cfg, ctx, tgt, order, K):
     for t, i in enumerate(range(0, len(order), K)):
         idx = order[i:i + K]
         _, grads = model.loss_and_grads(ctx[idx], tgt[idx])
-        sgd_step(model.params, grads, LR / (1 + R * t), WD)
+        sgd_step(model.params, grads, LR / (1 + R * t), WD, model.decayed)
     return model.params
 
 
@@ -51,8 +51,8 @@ def main():
             tgt = ids[n - 1:]
             order = rng.permutation(len(tgt))[:n_updates * K]
             tr = OutputBlockSGD(NPLM(cfg).params, lr=LR, r=R, weight_decay=WD, batch_size=K, comm=comm)
-            for i in range(0, len(order), K):
-                tr.step(ctx[order[i:i + K]], tgt[order[i:i + K]])
+            for t, i in enumerate(range(0, len(order), K)):
+                tr.step(ctx[order[i:i + K]], tgt[order[i:i + K]], LR / (1 + R * t))
             agree = tr.replicas_agree()
             par = tr.gather()
             if rank == 0:

@@ -27,7 +27,7 @@ def main(mode):
         for t in range(1000):
             if t == 3 and tr.rank == 1:
                 raise RuntimeError(MESSAGE)
-            tr.step(rng.integers(0, 23, size=(2, 2)), rng.integers(0, 23, size=2))
+            tr.step(rng.integers(0, 23, size=(2, 2)), rng.integers(0, 23, size=2), 0.1)
     print("finished without the error: the test should not get here", flush=True)
 
 

@@ -23,12 +23,14 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from ...errors import UserError
 from ..checkpoint import TrainingDiverged, set_params
 from ..guards import exploded, sigterm_as_ctrl_c
+from ..optim import learning_rate
 from ..backends import ModelBackend
 from .output_block import OutputBlockSGD, epoch_batches
 
@@ -77,10 +79,10 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0: int, errors, stop,
+def _worker(trainer: OutputBlockSGD, rate, contexts, targets, idx, w: int, P: int, t0: int, errors, stop,
             parent: int, done) -> None:
     """SGD over this worker's slice, writing into the shared parameters (in trainer.state) and its
-    examples so far into ``done[w]`` (for the parent's progress bar). A diverging loss sets the
+    examples so far into ``done[w]`` (for the parent's progress bar); ``rate(t)``: the learning rate of update t. A diverging loss sets the
     shared ``stop`` flag, which ends every worker at its next update. Ctrl-C is left to the parent
     (one message, not one traceback per worker)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -91,8 +93,8 @@ def _worker(trainer: OutputBlockSGD, contexts, targets, idx, w: int, P: int, t0:
         for j, batch in enumerate(epoch_batches(idx, trainer.K)):
             if stop.value:  # another worker saw the loss diverge: the shared parameters are ruined
                 break
-            trainer.t = t = t0 + j * P + w  # about the global number of updates so far (for lr_t)
-            loss = trainer.step(contexts[batch], targets[batch])
+            t = t0 + j * P + w  # about the global number of updates so far (for lr_t)
+            loss = trainer.step(contexts[batch], targets[batch], rate(t))
             if exploded(loss, trainer.V):  # non-finite, or far above the uniform model's: diverging
                 stop.value = 1
                 errors.put(("diverged", (t + 1, w, loss)))  # counted from 1, as the serial trainer's line
@@ -138,13 +140,15 @@ def _end(procs) -> None:
 
 def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, workers: int = 2,
                   examples: int | None = None, batch_size: int = 1, lr: float = 1e-3, r: float = 1e-8,
-                  weight_decay: float = 0.0, locked: bool = False, seed: int = 0, order=None, t0: int = 0,
-                  trainer_out: list | None = None, progress=None) -> HogwildResult:
+                  lr_decay: float = 1.0, epoch: int = 0, weight_decay: float = 0.0, locked: bool = False,
+                  seed: int = 0, order=None, t0: int = 0, trainer_out: list | None = None,
+                  progress=None) -> HogwildResult:
     """Train on ``examples`` windows drawn without replacement (seeded order), split into
     ``workers`` disjoint slices, one process each, sharing the parameters (section 3.1).
 
     ``order``: the example indices to visit (default: a permutation drawn from ``seed``); ``t0``:
-    updates done before (for lr_t). ``params`` is not modified; the result holds the trained parameters. If ``trainer_out`` is a
+    updates done before; update t has the rate lr_t = lr / (1 + r t) * lr_decay^epoch
+    (:func:`~nplm_edu.training.optim.learning_rate`). ``params`` is not modified; the result holds the trained parameters. If ``trainer_out`` is a
     list, an M = 1 :class:`OutputBlockSGD` holding the final parameters is appended (for
     evaluation with ``.perplexity``). A worker whose loss diverges (NaN, infinite or exploded) stops every worker
     and :class:`HogwildDiverged` (a ``train.TrainingDiverged``) is raised. ``progress``: called with
@@ -157,6 +161,7 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
     slices = np.array_split(order, workers)  # disjoint slices of the data, one per worker
     ctx = mp.get_context("fork")
     trainer = OutputBlockSGD(params, lr=lr, r=r, weight_decay=weight_decay, batch_size=batch_size)
+    rate = partial(learning_rate, lr, r, lr_decay=lr_decay, epoch=epoch)  # t -> lr_t
     trainer.lock = ctx.Lock() if locked else None
     private = dict(trainer.state)
     try:
@@ -167,7 +172,7 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
         errors = ctx.SimpleQueue()
         stop = ctx.RawValue("i", 0)  # set by a worker whose loss diverged; read without a lock
         done = ctx.RawArray("q", workers)  # examples each worker has trained on; each writes its own
-        procs = [ctx.Process(target=_worker, args=(trainer, contexts, targets, s, w, workers, t0, errors, stop,
+        procs = [ctx.Process(target=_worker, args=(trainer, rate, contexts, targets, s, w, workers, t0, errors, stop,
                                                    os.getpid(), done), daemon=True)
                  for w, s in enumerate(slices)]
         t0 = time.perf_counter()
@@ -224,8 +229,8 @@ class HogwildBackend(ModelBackend):
         """Train on ``order`` with P workers; returns (mean training NLL, updates). ``progress``:
         called with the examples done so far, while the workers run."""
         c = self.config
-        res = train_hogwild(self.model.params, *self.windows, workers=self.workers, batch_size=c.batch,
-                            lr=c.lr * c.lr_decay ** state.epoch, r=c.decay_rate, weight_decay=c.weight_decay,
+        res = train_hogwild(self.model.params, *self.windows, workers=self.workers, batch_size=c.batch, lr=c.lr,
+                            r=c.decay_rate, lr_decay=c.lr_decay, epoch=state.epoch, weight_decay=c.weight_decay,
                             locked=self.locked, order=order, t0=state.step, progress=progress)
         set_params(self.model, res.params)
         self._extra = {"updates_per_s": res.updates_per_s}

@@ -23,8 +23,8 @@ CPU 0). The update equals the serial trainer's (``NPLM.loss_and_grads`` + ``trai
 rounding: only the order of some sums differs.
 
 The arithmetic is the fused network's (:mod:`nplm_edu.numerics.fused`: :func:`~nplm_edu.numerics.fused.features`,
-:func:`~nplm_edu.numerics.fused.softmax_inplace` with the collectives as its ``reduce``,
-:func:`~nplm_edu.numerics.fused.nll_grad_inplace`, :func:`~nplm_edu.numerics.fused.features_backward`);
+the softmax-NLL head :func:`~nplm_edu.numerics.head.softmax_nll` on this rank's block of units with the
+collectives as its ``reduce``, :func:`~nplm_edu.numerics.fused.features_backward`);
 only the Allreduce calls between the pieces are this module's.
 All collectives are mpi4py *buffer* calls (``Allreduce`` in place on preallocated numpy arrays).
 With ``comm=None`` (M = 1) nothing is imported from MPI and the code runs serially.
@@ -40,7 +40,8 @@ import numpy as np
 
 from ...errors import UserError
 from ...numerics.blas import gemm_update, segment_sum
-from ...numerics.fused import features, features_backward, nll_grad_inplace, softmax_inplace
+from ...numerics.fused import features, features_backward
+from ...numerics.head import softmax_nll
 from ...progress import progress_bar
 from ..checkpoint import set_params
 from ..optim import learning_rate
@@ -67,7 +68,8 @@ class OutputBlockSGD:
     rows of [U W] (one array, so the block's output is one matrix product) and b.
     ``gather()`` reassembles the full parameters on rank 0.
 
-    ``t`` counts updates (the t of lr_t = lr0 / (1 + r t)); ``timers`` holds seconds spent in
+    ``t`` counts updates; ``lr`` and ``r`` are the rate of :func:`train_steps`, lr_t = lr / (1 + r t)
+    (:func:`~nplm_edu.training.optim.learning_rate`; the trainer gives each step its own). ``timers`` holds seconds spent in
     Allreduce calls ("comm"), in this rank's output block's arithmetic ("block": y, softmax, the
     block's gradients and update) and in the whole of :meth:`step` ("total"), measured in the loop.
     ``lock``: optional lock held while the parameters are written (hogwild's locked variant).
@@ -121,8 +123,9 @@ class OutputBlockSGD:
         self.timers["comm"] += time.perf_counter() - t0
 
     # ----------------------------------------------------------------- forward
-    def _forward(self, contexts: np.ndarray, targets: np.ndarray):
-        """Replicated x, a; this block's exp(y_j - Q); y_{w_t} - Q if this rank owns w_t. Returns the cache."""
+    def _forward(self, contexts: np.ndarray, targets: np.ndarray, grad: bool = True):
+        """Replicated x, a; this block's dL/dy_j (without ``grad``: exp(y_j - Q)); y_{w_t} - Q if this
+        rank owns w_t. Returns the cache."""
         k, h = len(targets), self.h
         P = self.state
         z, y, g = self.z[:k], self.y[:k], self.g[:k]
@@ -130,33 +133,31 @@ class OutputBlockSGD:
         tb, comm0 = time.perf_counter(), self.timers["comm"]
         np.matmul(z[:, :self.D], P["UW"].T, out=y)  # y_j = U_j a + W_j x  (k, B)
         y += P["b"]  # + b_j
-        own = np.flatnonzero((targets >= self.start) & (targets < self.stop))  # examples whose w_t is here
-        rows_t, cols_t = own, targets[own] - self.start
-        yt = y[rows_t, cols_t]  # this block's target logits, before y is overwritten
-        Q, S = softmax_inplace(y, self._reduce)  # e_j = exp(y_j - Q), S = sum over all |V| units
-        # the block's scores and its share of the softmax (max, exp, sum over its B units), less the
-        # softmax's two Allreduce calls, which "comm" counts
+        # the softmax-NLL head on this block: e_j = exp(y_j - Q), S = sum over all |V| units, then
+        # dL/dy_j = (e_j / S - 1[j = w_t]) / k; own: the examples whose w_t is in this block
+        own, yt, Q, S = softmax_nll(y, targets, self.start, self._reduce, grad)
+        # the block's scores and its share of the head (max, exp, sum over its B units, gradient),
+        # less the softmax's two Allreduce calls, which "comm" counts
         self.timers["block"] += time.perf_counter() - tb - (self.timers["comm"] - comm0)
         g[:, -1] = 0
-        g[rows_t, -1] = yt - Q[rows_t]  # y_{w_t} - Q, summed over ranks with the backward message
-        return ids, z, y, S, g, rows_t, cols_t, dtanh
+        g[own, -1] = yt - Q[own]  # y_{w_t} - Q, summed over ranks with the backward message
+        return ids, z, y, S, g, dtanh
 
     def _reduce(self, buf: np.ndarray, op: str) -> None:
         """The softmax's reduction over the blocks (timed as "comm", and not as the block's own work)."""
         self._allreduce(buf, op)
 
     # ----------------------------------------------------------------- one update
-    def step(self, contexts: np.ndarray, targets: np.ndarray, lr: float | None = None) -> float:
-        """One SGD update on a minibatch (any K = len(targets)) with learning rate ``lr`` (default
-        lr0 / (1 + r t)). Returns its mean NLL (before the update), known on every rank."""
+    def step(self, contexts: np.ndarray, targets: np.ndarray, lr: float) -> float:
+        """One SGD update on a minibatch (any K = len(targets)) with learning rate ``lr``. Returns its
+        mean NLL (before the update), known on every rank."""
         t0 = time.perf_counter()
         k, h, nm = len(targets), self.h, self.nm
         if k > self.Kbuf:
             self._alloc(k)
         P = self.state
-        ids, z, gy, S, g, rows_t, cols_t, dtanh = self._forward(contexts, targets)
+        ids, z, gy, S, g, dtanh = self._forward(contexts, targets)  # gy = dL/dy of this block
         tb = time.perf_counter()
-        nll_grad_inplace(gy, S, rows_t, cols_t, k)  # backward through softmax + mean NLL, own block
         # backward through y = [U W] [a x] + b: this block's share of dL/d[a x]
         np.matmul(gy, P["UW"], out=g[:, :self.D])  # (k, h + (n-1)m) partial sums
         if not self.direct:
@@ -170,7 +171,6 @@ class OutputBlockSGD:
         gd = go.sum(axis=0)  # (h,)
         words, gCw = segment_sum(ids.ravel(), gx.reshape(-1, self.m))  # backward through the look-up
         # update: p <- p - lr (g + wd p) for C, H, U, W; p <- p - lr g for b, d
-        lr = learning_rate(self.lr0, self.r, self.t) if lr is None else lr
         keep = 1.0 - lr * self.wd
         with self.lock if self.lock is not None else _nolock():
             tb = time.perf_counter()
@@ -197,7 +197,7 @@ class OutputBlockSGD:
         total = 0.0
         for i in range(0, len(targets), batch):
             c, w = np.asarray(contexts[i:i + batch]), np.asarray(targets[i:i + batch])
-            _, _, _, S, g, _, _, _ = self._forward(c, w)
+            _, _, _, S, g, _ = self._forward(c, w, grad=False)
             yt = self.yt[:len(w)]
             yt[:] = g[:, -1]
             self._allreduce(yt, "SUM")  # y_{w_t} - Q from the rank that owns w_t
@@ -275,7 +275,7 @@ def train_steps(trainer: OutputBlockSGD, contexts: np.ndarray, targets: np.ndarr
     if progress and trainer.rank == 0:
         batches = progress_bar(batches, total=math.ceil(len(order) / trainer.K), desc="updates", leave=False)
     for idx in batches:
-        loss = trainer.step(contexts[idx], targets[idx])
+        loss = trainer.step(contexts[idx], targets[idx], learning_rate(trainer.lr0, trainer.r, trainer.t))
         total += loss * len(idx)
         count += len(idx)
     return total / max(count, 1)
@@ -305,8 +305,7 @@ class OutputBlockBackend(ModelBackend):
 
     def _build(self, params: dict) -> None:
         c = self.config
-        self.sgd = OutputBlockSGD(params, lr=c.lr, r=c.decay_rate, weight_decay=c.weight_decay, batch_size=c.batch,
-                                  comm=self.comm)
+        self.sgd = OutputBlockSGD(params, weight_decay=c.weight_decay, batch_size=c.batch, comm=self.comm)
         self._timers = dict(self.sgd.timers)
 
     def update(self, contexts, targets, lr: float) -> float:
@@ -335,12 +334,7 @@ class OutputBlockBackend(ModelBackend):
 
     def load(self, params: dict) -> None:
         set_params(self.model, params)
-        t = self.sgd.t
         self._build(self.model.params)
-        self.sgd.t = t
-
-    def load_extra(self, arrays: dict, state) -> None:
-        self.sgd.t = state.step
 
     def epoch_extra(self) -> dict:
         """Seconds in Allreduce and in the rest of the updates since the last call (per epoch)."""
