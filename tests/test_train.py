@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -432,6 +433,8 @@ def test_output_files_are_checked_before_any_work(tmp_path, capsys, argv, says):
     (lambda m: m["state"].update(surprise=1), "unknown state fields ['surprise']"),
     (lambda m: m["state"].update(best_valid=float("nan")), "state field 'best_valid' is nan, not float | None"),
     (lambda m: m["train"].update(tie="yes"), "training field 'tie' is 'yes', not bool"),
+    (lambda m: m.update(integer="C"), "meta field 'integer' is 'C', not a list of names"),
+    (lambda m: m.update(integer=["C"]), "array 'param/C' is not integers (float32)"),
 ])
 def test_checkpoint_with_a_bad_meta_is_one_clear_error(tmp_path, capsys, change, says):
     """This version's format tag, but a meta with a field missing or of the wrong type: one clear line from
@@ -927,3 +930,17 @@ def test_a_setting_of_the_wrong_type_is_refused_before_training(make, says):
     with pytest.raises(UserError) as info:
         config.validate()
     assert str(info.value) == says
+
+
+def test_an_early_stopped_run_resumed_with_a_larger_patience_goes_on(tmp_path, capsys):
+    """Resumed with the patience it stopped at, a run says in one line why it trains nothing; with a
+    larger patience it trains on from where it stopped."""
+    cfg = TrainConfig(epochs=40, batch=32, lr=3.0, weight_decay=0.0, decay_rate=0.0, seed=5, patience=1)
+    first = train(new_model(), data(), cfg, out_dir=tmp_path, quiet=True)
+    assert first["stopped_early"] and len(first["epochs"]) < 40
+    again = train(new_model(), data(), cfg, out_dir=tmp_path, resume=True)
+    said = capsys.readouterr().out.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith("nothing to train: the run stopped early after epoch"), said
+    assert "a larger patience continues it" in said[0] and again["epochs"] == first["epochs"]
+    more = train(new_model(), data(), replace(cfg, patience=3), out_dir=tmp_path, resume=True, quiet=True)
+    assert len(more["epochs"]) > len(first["epochs"]) and more["epochs"][:len(first["epochs"])] == first["epochs"]

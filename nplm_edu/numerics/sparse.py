@@ -11,9 +11,11 @@ which for the (|V|, h) output weights costs more than the whole cheap output lay
 kept as one number per matrix instead (Shalev-Shwartz et al. 2007, Bottou 2012): the true matrix is
 s * stored; a decay step is s <- (1 - lr wd) s, and a gradient step on a few rows is stored[rows]
 <- stored[rows] - lr g / s. For the output weights the layer computes with the stored weights and
-the input s a (y = b + (s U) a = b + U (s a)), so it never needs to know. ``params`` brings the
-stored matrices back to their true values (s folded in, s = 1) whenever anyone reads them:
-checkpoints, evaluation, the copy of the best parameters. The numbers are those of
+the input s a (y = b + (s U) a = b + U (s a)), so it never needs to know. The two scales (of C
+and of the output weights) are a state array of the parameters, ``params["lazy_scale"]``, so a
+checkpoint saves the stored matrices and their scales as they are and a resumed run continues bit
+for bit; :meth:`SparseNPLM.fold` brings the matrices to their true values (s = 1), which every
+forward pass (evaluation, the reference gradient) does first. The numbers are those of
 :func:`nplm_edu.training.optim.sgd_step` on the reference gradient, up to rounding (tested).
 """
 
@@ -27,6 +29,7 @@ from ..models.sparse_output import Blocks, Rows, SparseOutputLayer
 from .blas import gemm_update, segment_sum
 
 FOLD_BELOW = 1e-3  # fold the scale into the matrix before it gets this small
+SCALE = "lazy_scale"  # params[SCALE]: the pending decay of C and of the output weights, (2,) float64
 
 
 class SparseNPLM(NPLM):
@@ -39,40 +42,37 @@ class SparseNPLM(NPLM):
             raise UserError("SparseNPLM needs a class-factored, tree or sampled output layer")
         if config.direct:
             raise UserError(f"the {output.name} output layer reads the hidden layer only: use direct=False (as MLP9)")
-        self._scale = {}
         super().__init__(config, output)
+        self.params[SCALE] = np.ones(2)  # s of C, s of the output weights
         self.kind = "nplm-" + output.name.replace(" ", "-").replace(",", "")
 
     # ----------------------------------------------------------------- lazy weight decay
-    @property
-    def params(self) -> dict:
-        """The parameters at their true values (any pending decay folded in first)."""
+    def fold(self, which=(0, 1)) -> None:
+        """stored <- s * stored, s <- 1, for the matrices whose decay is pending (``which``: 0 for C,
+        1 for the output weights)."""
+        s = self.params[SCALE]
+        for i in which:
+            if s[i] != 1.0:
+                for k in (("C",) if i == 0 else self.output.decayed):
+                    self.params[k] *= self.params[k].dtype.type(s[i])
+                s[i] = 1.0
+
+    def forward(self, contexts, mask_x=None, mask_a=None) -> dict:
+        """As the NPLM's, on the true values (the pending decay folded in first)."""
         self.fold()
-        return self._params
-
-    @params.setter
-    def params(self, value: dict) -> None:
-        self._params, self._scale = value, {}
-
-    def fold(self, names=None) -> None:
-        """stored <- s * stored, s <- 1, for the matrices whose decay is pending (all, or ``names``)."""
-        for name in list(self._scale if names is None else names):
-            s = self._scale.pop(name, 1.0)
-            if s != 1.0:
-                for k in (("C",) if name == "C" else self.output.decayed):
-                    self._params[k] *= self._params[k].dtype.type(s)
+        return super().forward(contexts, mask_x, mask_a)
 
     def num_params(self) -> int:
-        return int(sum(p.size for k, p in self._params.items() if k not in self.output.state))
+        return int(sum(p.size for k, p in self.params.items() if k not in self.output.state and k != SCALE))
 
     # ----------------------------------------------------------------- the training step
     def sgd_update(self, contexts, targets, lr: float, weight_decay: float) -> float:
         """One step of the paper's rule on a batch (see the module docstring); returns the batch's
         mean training loss (for a sampled objective, that objective) before the step."""
         contexts, targets = self.check_ids(contexts, targets)
-        P, m, K = self._params, self.config.m, len(targets)
+        P, m, K = self.params, self.config.m, len(targets)
         dt = P["C"].dtype.type
-        sC, so = self._scale.get("C", 1.0), self._scale.get("out", 1.0)
+        sC, so = (float(s) for s in P[SCALE])  # the pending decay of C and of the output weights
         ids = contexts[:, ::-1]  # (K, n-1) w_{t-1}, ..., w_{t-n+1}
         x = P["C"][ids].reshape(K, -1)  # (K, (n-1)m) stored rows of C
         if sC != 1.0:
@@ -93,8 +93,8 @@ class SparseNPLM(NPLM):
             apply(P[name], g, dt(coef))
         words, sums = segment_sum(ids.ravel(), gx.reshape(-1, m))  # repeated words add up
         P["C"][words] -= dt(lr / sC_new) * sums
-        self._scale = {"C": sC_new, "out": so_new}
-        self.fold([k for k, s in self._scale.items() if s < FOLD_BELOW])
+        P[SCALE][:] = sC_new, so_new
+        self.fold([i for i in (0, 1) if P[SCALE][i] < FOLD_BELOW])
         return loss
 
 

@@ -174,7 +174,9 @@ def check_space(folder, need: int, what: str) -> None:
 
 def save_checkpoint(path, params: dict, meta: dict, best: dict | None = None, extra: dict | None = None) -> None:
     """Write ``path`` atomically. ``params``, ``best``: named arrays; ``extra``: more arrays (optimizer state);
-    ``meta``: JSON-able. Refuses (TrainingDiverged) when a parameter is not finite: the last good file stays."""
+    ``meta``: JSON-able. Refuses (TrainingDiverged) when a parameter is not finite: the last good file stays.
+    Integer arrays among the parameters (a sampler's counter) are named in the meta's ``integer``
+    list: a reader accepts integers there only."""
     path = Path(path)
     if not all(np.all(np.isfinite(p)) for p in params.values()):
         raise TrainingDiverged(f"parameters are no longer finite: {path} not overwritten (the last good "
@@ -183,7 +185,8 @@ def save_checkpoint(path, params: dict, meta: dict, best: dict | None = None, ex
     arrays = {f"param/{k}": v for k, v in params.items()}
     arrays.update({f"best/{k}": v for k, v in (best or {}).items()})
     arrays.update(extra or {})
-    arrays["meta"] = np.array(json.dumps(dict(meta, format=FORMAT)))
+    integer = sorted(k for k, v in params.items() if v.dtype.kind in "iu")
+    arrays["meta"] = np.array(json.dumps(dict(meta, format=FORMAT, integer=integer)))
     atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
@@ -212,6 +215,21 @@ def _what_went_wrong(path: Path, error: Exception) -> str:
     return str(error)
 
 
+def check_arrays(files: dict, integer: list) -> None:
+    """Parameters are finite floating-point numbers, or integers where the meta's ``integer`` list
+    names them (save_checkpoint's promise): ValueError for any other array."""
+    if not isinstance(integer, list) or not all(isinstance(k, str) for k in integer):
+        raise ValueError(f"meta field 'integer' is {integer!r}, not a list of names")
+    for k, v in files.items():
+        if not k.startswith(("param/", "best/")):
+            continue
+        if k.split("/", 1)[1] in integer:
+            if v.dtype.kind not in "iu":
+                raise ValueError(f"array {k!r} is not integers ({v.dtype})")
+        elif v.dtype.kind != "f" or not np.all(np.isfinite(v)):
+            raise ValueError(f"array {k!r} is not finite floating-point numbers ({v.dtype})")
+
+
 def load_checkpoint(path) -> tuple[dict, dict, dict | None, dict]:
     """(meta, params, best params or None, extra arrays) from a checkpoint; one clear UserError for
     anything else (a missing file, a truncated zip, pickled objects, a wrong or incomplete meta)."""
@@ -231,9 +249,7 @@ def load_checkpoint(path) -> tuple[dict, dict, dict | None, dict]:
             if not isinstance(meta.get(key), typ):
                 raise ValueError(f"meta field {key!r} is missing or not a {typ.__name__}")
         TrainState.from_meta(meta["state"])
-        for k, v in files.items():  # parameters are finite floating-point numbers (save_checkpoint's promise)
-            if k.startswith(("param/", "best/")) and (v.dtype.kind != "f" or not np.all(np.isfinite(v))):
-                raise ValueError(f"array {k!r} is not finite floating-point numbers ({v.dtype})")
+        check_arrays(files, meta.get("integer", []))
         shapes = {k[6:]: v.shape for k, v in files.items() if k.startswith("param/")}
         best_shapes = {k[5:]: v.shape for k, v in files.items() if k.startswith("best/")}
         if best_shapes and best_shapes != shapes:  # the best parameters are a copy of the parameters
@@ -249,8 +265,8 @@ def load_checkpoint(path) -> tuple[dict, dict, dict | None, dict]:
 def set_params(model, params: dict) -> None:
     """Copy ``params`` into the model's arrays in place (keeps fused views fused); UserError on a mismatch."""
     for k, p in model.params.items():
-        if k not in params or params[k].shape != p.shape:
-            raise UserError(f"checkpoint parameter {k} is missing or has the wrong shape")
+        if k not in params or params[k].shape != p.shape or params[k].dtype.kind != p.dtype.kind:
+            raise UserError(f"checkpoint parameter {k} is missing or has the wrong shape or type")
         p[...] = params[k]
 
 

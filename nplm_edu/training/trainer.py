@@ -127,6 +127,23 @@ def saved_at(state: TrainState) -> str:
     return f"at update {state.step:,}, in epoch {state.epoch + 1}"
 
 
+def nothing_to_train(state: TrainState, config: TrainConfig) -> str | None:
+    """Why a resumed run has nothing left to train, in one line (None: it trains).
+
+    >>> nothing_to_train(TrainState(epoch=4, bad_epochs=3, done=True), TrainConfig(epochs=9, patience=3))
+    'nothing to train: the run stopped early after epoch 4 (3 epochs without a better validation perplexity, patience 3): a larger patience continues it'
+    """
+    if state.done:
+        return (f"nothing to train: the run stopped early after epoch {state.epoch} ({state.bad_epochs} epochs without "
+                f"a better validation perplexity, patience {config.patience}): a larger patience continues it")
+    if state.epoch >= config.epochs:
+        return f"nothing to train: the run has done {state.epoch} epochs of {config.epochs}: more epochs continue it"
+    if config.max_updates is not None and state.step >= config.max_updates:
+        return (f"nothing to train: the run has done {state.step:,} updates, max_updates {config.max_updates:,}: "
+                "a larger max_updates continues it")
+    return None
+
+
 # --------------------------------------------------------------------------- the loop
 def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: bool = False, callback=None,
           callback_every: int = 100, quiet: bool = False, backend=None, on_epoch=None, info: dict | None = None) -> dict:
@@ -182,6 +199,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             raise UserError(f"{path} was trained on other data (another corpus, split or vocabulary): "
                             "resume it on the same corpus, or start afresh with --force instead of --resume")
         state = TrainState.from_meta(meta["state"])
+        state.done = state.done and state.bad_epochs >= config.patience  # a larger patience goes on
         if not isinstance(state.rng_state, dict):
             raise UserError(f"{path} holds no training state to resume from (no example order)")
         backend.load(params)
@@ -279,6 +297,10 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
         said = fall_back()
         return TrainingDiverged(f"{what} {where}" + (f" ({said})" if said else "") + "; try a smaller learning rate")
 
+    if resume and not quiet and backend.writer:
+        said = nothing_to_train(state, config)
+        if said:
+            print(said, flush=True)
     K, n_batches = config.batch, plan.n_batches
     last_save = time.monotonic()
     limit_hit = False
