@@ -96,6 +96,36 @@ class TrainState:
         return cls(**d)
 
 
+def saved_at(state: TrainState) -> str:
+    """Where a checkpoint of ``state`` stands, as a message says it.
+
+    >>> saved_at(TrainState(epoch=2, batch_in_epoch=0, step=40)), saved_at(TrainState(epoch=2, batch_in_epoch=5, step=45))
+    ('at the end of epoch 2', 'at update 45, in epoch 3')
+    """
+    if state.batch_in_epoch == 0:
+        return f"at the end of epoch {state.epoch}"
+    return f"at update {state.step:,}, in epoch {state.epoch + 1}"
+
+
+def nothing_to_train(state: TrainState, config) -> str | None:
+    """Why a resumed run has nothing left to train, in one line (None: it trains).
+
+    >>> from types import SimpleNamespace
+    >>> config = SimpleNamespace(epochs=9, patience=3, max_updates=None)  # a TrainConfig's settings
+    >>> nothing_to_train(TrainState(epoch=4, bad_epochs=3, done=True), config)
+    'nothing to train: the run stopped early after epoch 4 (3 epochs without a better validation perplexity, patience 3): a larger patience continues it'
+    """
+    if state.done:
+        return (f"nothing to train: the run stopped early after epoch {state.epoch} ({state.bad_epochs} epochs without "
+                f"a better validation perplexity, patience {config.patience}): a larger patience continues it")
+    if state.epoch >= config.epochs:
+        return f"nothing to train: the run has done {state.epoch} epochs of {config.epochs}: more epochs continue it"
+    if config.max_updates is not None and state.step >= config.max_updates:
+        return (f"nothing to train: the run has done {state.step:,} updates, max_updates {config.max_updates:,}: "
+                "a larger max_updates continues it")
+    return None
+
+
 def data_fingerprints(V: int, *arrays, words=None) -> tuple[str, str]:
     """Short hashes of the vocabulary size and the token arrays (training targets, validation targets),
     in one pass: (with the vocabulary's words in id order, when known; by the ids alone). A checkpoint

@@ -35,7 +35,8 @@ from ..errors import UserError, a_model, check_field_types, check_seed, option
 from ..progress import progress_bar
 from ..models.nplm import PARAM_NAMES
 from .checkpoint import (TrainingDiverged, TrainState, check_space, check_types, check_writable, data_fingerprints,
-                         epoch_copy, keep_aside, load_checkpoint, remove_stale_temporaries, save_checkpoint)
+                         epoch_copy, keep_aside, load_checkpoint, nothing_to_train, remove_stale_temporaries, saved_at,
+                         save_checkpoint)
 from .backends import ModelBackend, SerialBackend
 from .batches import WindowBatches, epoch_order, training_windows  # noqa: F401 -- importable from here too
 from .guards import Interrupt, check_memory, exploded, interruption_says, safe_exp, sigterm_as_ctrl_c
@@ -114,34 +115,6 @@ class TrainConfig:
 # these change the trajectory: a resumed run must use the same values
 TRAJECTORY = ("batch", "lr", "decay_rate", "lr_decay", "weight_decay", "optimizer", "beta1", "beta2", "eps",
               "dropout_x", "dropout_a", "tie", "seed", "examples_per_epoch")
-
-
-def saved_at(state: TrainState) -> str:
-    """Where a checkpoint of ``state`` stands, as a message says it.
-
-    >>> saved_at(TrainState(epoch=2, batch_in_epoch=0, step=40)), saved_at(TrainState(epoch=2, batch_in_epoch=5, step=45))
-    ('at the end of epoch 2', 'at update 45, in epoch 3')
-    """
-    if state.batch_in_epoch == 0:
-        return f"at the end of epoch {state.epoch}"
-    return f"at update {state.step:,}, in epoch {state.epoch + 1}"
-
-
-def nothing_to_train(state: TrainState, config: TrainConfig) -> str | None:
-    """Why a resumed run has nothing left to train, in one line (None: it trains).
-
-    >>> nothing_to_train(TrainState(epoch=4, bad_epochs=3, done=True), TrainConfig(epochs=9, patience=3))
-    'nothing to train: the run stopped early after epoch 4 (3 epochs without a better validation perplexity, patience 3): a larger patience continues it'
-    """
-    if state.done:
-        return (f"nothing to train: the run stopped early after epoch {state.epoch} ({state.bad_epochs} epochs without "
-                f"a better validation perplexity, patience {config.patience}): a larger patience continues it")
-    if state.epoch >= config.epochs:
-        return f"nothing to train: the run has done {state.epoch} epochs of {config.epochs}: more epochs continue it"
-    if config.max_updates is not None and state.step >= config.max_updates:
-        return (f"nothing to train: the run has done {state.step:,} updates, max_updates {config.max_updates:,}: "
-                "a larger max_updates continues it")
-    return None
 
 
 # --------------------------------------------------------------------------- the loop
