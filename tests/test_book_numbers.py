@@ -590,8 +590,23 @@ def markdown_cells(path: Path) -> list[str]:
     return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
 
 
+@lru_cache(maxsize=None)
+def chapter_pages(notebook: str) -> tuple[Path, ...]:
+    """The notebook of a chapter and the pages of its sections, in the order of _toc.yml (a chapter
+    split into sections is read as one text, so a row names the chapter, wherever its sentence is)."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            if chapter.get("file") == f"book/{notebook}":
+                sections = [ROOT / f"{s['file']}.ipynb" for s in chapter.get("sections", [])]
+                return (BOOK / f"{notebook}.ipynb", *[p for p in sections if p.exists()])
+    return (BOOK / f"{notebook}.ipynb",)
+
+
 def prose(notebook: str) -> str:
-    return re.sub(r"\s+", " ", " ".join(markdown_cells(BOOK / f"{notebook}.ipynb")))
+    return re.sub(r"\s+", " ", " ".join(text for page in chapter_pages(notebook) for text in markdown_cells(page)))
 
 
 @pytest.mark.parametrize("notebook, pattern, value, fmt", FIGURES,
@@ -619,7 +634,7 @@ def stored_outputs(notebook: str) -> str:
     ``text/html`` with its tags stripped and its entities decoded; every run of white space read as one
     space. The pieces of one printed stream follow each other as printed; other outputs and cells are
     kept apart by a space."""
-    return _stored_outputs(BOOK / f"{notebook}.ipynb")
+    return " ".join(_stored_outputs(page) for page in chapter_pages(notebook))
 
 
 @lru_cache(maxsize=None)
