@@ -55,8 +55,8 @@ def gradient_through_time(model, ids: np.ndarray, K: int = 50, positions: int = 
     h_{t-k} the state k steps earlier (each place read from a zero state ``warmup`` + K words before).
 
     For the Elman network dL/dh_{t-1} = (dL/dh_t * (1 - h_t^2)) Wh: a product of k Jacobians, which
-    shrinks geometrically when their norms are below 1 (the vanishing gradient of seed 003, section
-    2.4); the LSTM's cell passes dL/ds_{t-1} = f_t dL/ds_t back without that product."""
+    shrinks geometrically when their norms are below 1 (the vanishing gradient of Bengio, Simard &
+    Frasconi 1994); the LSTM's cell passes dL/ds_{t-1} = f_t dL/ds_t back without that product."""
     from ..models.lstm import LSTM
     from ..models.rnn import ElmanRNN
 

@@ -1,14 +1,14 @@
 """``python -m nplm_edu reproduce recurrent``: after 2003, the recurrent language models on the paper's data.
 
-An Elman network (seed 003, eq. 6) and an LSTM (seed 003, section 2.4) trained on the same Brown
-split and vocabulary as Table 1 (|V| = 17,907), each read as B = 32 parallel streams with truncated
-backpropagation through time over T = 35 steps, the state carried from batch to batch
+An Elman network (Elman 1990; Mikolov et al. 2010) and an LSTM (Hochreiter & Schmidhuber 1997) trained
+on the same Brown split and vocabulary as Table 1 (|V| = 17,907), each read as B = 32 parallel streams
+with truncated backpropagation through time over T = 35 steps, the state carried from batch to batch
 (:mod:`nplm_edu.training.stream`), with the NPLM's trainer: the same checkpoints, bit-exact resume,
-early stopping on validation. Every choice is fixed here before the runs (below, in ``SETTINGS``);
-none is chosen on the test set. Each model is scored over every test token with its state carried
-through the whole test stream, and again with the state reset at every paragraph mark; it is mixed
-with our modified Kneser-Ney 5-gram by one weight fitted by EM on validation (section 4's mixture).
-Ratios are to the KN 5-gram's test perplexity of data/results/ngrams.json (307.3 on Brown).
+early stopping on validation. Every choice is fixed here before the runs (below, in ``SETTINGS``); none
+is chosen on the test set. Each model is scored over every test token with its state carried through the
+whole test stream, and again with the state reset at every paragraph mark; it is mixed with our modified
+Kneser-Ney 5-gram by one weight fitted by EM on validation (section 4's mixture). Ratios are to the KN
+5-gram's test perplexity of data/results/ngrams.json (307.3 on Brown).
 
 The settings, for both cells: m = h = 256, B = 32, T = 35, the loss is the mean NLL per token, SGD
 with lr 20 (LSTM) or 5 (Elman) decaying by 0.8 per epoch, gradient norm clipped at 0.25 (the choices

@@ -1,11 +1,11 @@
-"""The LSTM language model (seed 003, section 2.4), written to be read.
+"""The LSTM language model (Hochreiter & Schmidhuber 1997), written to be read.
 
-The Elman network's gradient through k steps is a product of k Jacobians diag(1 - h^2) Wh, which
-shrinks (or grows) geometrically in k: the vanishing and exploding gradients of seed 003, section
-2.4. The LSTM (Hochreiter & Schmidhuber 1997, with the forget gate of Gers et al. 2000) carries a
-second state, the cell s_t, that is updated additively, so dL/ds_{t-1} = f_t dL/ds_t passes back
-unchanged as long as the forget gate f_t stays near 1. The seed's equations, with x_t = C(w_t)
-(the look-up table, as in the NPLM and :mod:`nplm_edu.models.rnn`)::
+The Elman network's gradient through k steps is a product of k Jacobians diag(1 - h^2) Wh, which shrinks
+(or grows) geometrically in k: the vanishing and exploding gradients of Hochreiter (1991) and Bengio,
+Simard & Frasconi (1994). The LSTM (Hochreiter & Schmidhuber 1997, with the forget gate of Gers et al.
+2000) carries a second state, the cell s_t, that is updated additively, so dL/ds_{t-1} = f_t dL/ds_t
+passes back unchanged as long as the forget gate f_t stays near 1. The equations, with x_t = C(w_t) (the
+look-up table, as in the NPLM and :mod:`nplm_edu.models.rnn`)::
 
     i_t = sigma(W^i x_t + U^i h_{t-1} + b^i)        input gate
     f_t = sigma(W^f x_t + U^f h_{t-1} + b^f)        forget gate
@@ -39,13 +39,14 @@ from .rnn import RecurrentLM, _keep, check_batch, embedding_grad
 
 
 def sigmoid(z):
-    """sigma(z) = 1 / (1 + exp(-z)) (seed 003, eq. 7), without overflow for large ``|z|``."""
+    """sigma(z) = 1 / (1 + exp(-z)), the logistic function, without overflow for large ``|z|``."""
     e = np.exp(-np.abs(z))
     return np.where(z >= 0, 1 / (1 + e), e / (1 + e))
 
 
 class LSTM(RecurrentLM):
-    """The LSTM language model of seed 003, section 2.4 (see the module docstring)."""
+    """The LSTM language model (Hochreiter & Schmidhuber 1997; forget gate: Gers et al. 2000; see the
+    module docstring)."""
 
     kind = "lstm"
     G = 4  # gates per hidden unit: i, f, o, g

@@ -1,15 +1,16 @@
-"""Recurrent language models (seed 003, section 2.3): a state h(i) that reads every earlier word, and
-the Elman network, written to be read.
+"""Recurrent language models (Elman 1990; Mikolov et al. 2010): a state h(i) that reads every
+earlier word, and the Elman network, written to be read.
 
 The paper's section 5 proposes recurrent networks to use more than n-1 words of context. Mikolov's
-recurrent language model (seed 003, equation 6) keeps one hidden state and updates it word by word::
+recurrent language model (Mikolov et al. 2010), an Elman network (Elman 1990), keeps one hidden
+state and updates it word by word::
 
-    h(i) = phi(e(w_i) + W h(i-1))                                    (seed 003, eq. 6)
+    h(i) = phi(e(w_i) + W h(i-1))
 
 and predicts w_{i+1} from h(i) with the same output layer as the NPLM (:mod:`nplm_edu.models.output`,
 ``y = b + U h``). Here, as in the NPLM, a word first becomes its row of a look-up table C (m
 features), and the recurrent layer maps it to the h units: e(w_t) = Wx C(w_t) + d. With m = h and
-Wx = I this is the seed's equation exactly; a separate m lets the table be smaller, and dropout can
+Wx = I this is the equation above exactly; a separate m lets the table be smaller, and dropout can
 act between the two (below). Rows are streams, so for a batch of B streams (rows are the paper's
 column vectors transposed)::
 
@@ -53,7 +54,7 @@ CELLS = ("rnn", "lstm")
 @dataclass
 class RecurrentConfig:
     """Shape of a recurrent language model: |V| words, m features per word (the look-up table C),
-    h hidden units, the cell ("rnn": Elman, seed 003 eq. 6; "lstm": seed 003 section 2.4)."""
+    h hidden units, the cell ("rnn": Elman 1990; "lstm": Hochreiter & Schmidhuber 1997)."""
 
     V: int
     cell: str = "lstm"
@@ -211,7 +212,7 @@ def _keep(resets, t):
 
 
 class ElmanRNN(RecurrentLM):
-    """Mikolov's recurrent language model: h_t = tanh(Wx C(w_t) + Wh h_{t-1} + d) (seed 003, eq. 6),
+    """Mikolov's recurrent language model: h_t = tanh(Wx C(w_t) + Wh h_{t-1} + d) (Mikolov et al. 2010),
     y_t = b + U h_t, softmax (see the module docstring)."""
 
     kind = "rnn"

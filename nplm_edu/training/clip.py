@@ -1,7 +1,7 @@
 """Gradient-norm clipping, for the recurrent models.
 
 Backpropagation through time multiplies T Jacobians, so now and then one batch's gradient is huge
-(the exploding gradients of seed 003, section 2.4): one step along it throws the parameters far
+(the exploding gradients of Bengio, Simard & Frasconi 1994): one step along it throws the parameters far
 away. Pascanu et al. (2013) rescale the whole gradient when its norm exceeds a threshold c::
 
     ||g|| = sqrt(sum over every parameter of the sum of its squared entries)
