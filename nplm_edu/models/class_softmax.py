@@ -1,5 +1,5 @@
 """The class-factored softmax: p(w | h) = p(g(w) | h) p(w | g(w), h), exact (Goodman 2001; Mikolov et
-al. 2011; the survey in the seeds, section 3.4.1, equation 15).
+al. 2011).
 
 Every word w belongs to one class g(w). The network's hidden layer a (K, h) scores the classes and,
 inside the target's class only, the words::
@@ -42,7 +42,7 @@ def check_n_classes(n_classes, V: int) -> int:
 
 
 def default_n_classes(V: int) -> int:
-    """round(sqrt |V|): 134 on Brown (the survey: about sqrt|V| balanced classes)."""
+    """round(sqrt |V|): 134 on Brown (Goodman 2001: about sqrt|V| balanced classes)."""
     return max(1, int(round(np.sqrt(V))))
 
 

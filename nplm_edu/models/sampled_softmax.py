@@ -1,5 +1,6 @@
 """Sampled training objectives: importance sampling (Bengio & Senecal 2003) and noise-contrastive
-estimation (Mnih & Teh 2012) (section 5 of the paper; the survey in the seeds, section 3.2).
+estimation (Gutmann & Hyvarinen 2010), applied to language models by Mnih & Teh (2012) (section 5
+of the paper).
 
 They change the loss, not the model: the network is the paper's, y = b + U a, P = softmax(y), and
 it is evaluated exactly (:meth:`SampledSoftmax.log_prob`: the full softmax over the same U and b).
@@ -30,9 +31,8 @@ scores y_v - log Q(v), whose self-normalized weights now include the target's ow
 
 a cross-entropy, never below 0.
 
-NCE. Tell the target apart from k noise words drawn from Q, with the normalizer fixed to 1 (the
-survey's equations 13-14, whose equation 14 writes the noise words' term as log e^z / (e^z + kQ); it is
-log kQ / (e^z + kQ) = log sigma(-D), as in Mnih & Teh 2012): with D(v) = y_v - log(k Q(v)),
+NCE. Tell the target apart from k noise words drawn from Q, with the normalizer fixed to 1 (Mnih &
+Teh 2012; the noise words' term is log kQ / (e^z + kQ) = log sigma(-D)): with D(v) = y_v - log(k Q(v)),
 
     L_NCE = -log sigma(D(w)) - sum_j log sigma(-D(s_j))
     dL/dy_w = -sigma(-D(w)),   dL/dy_{s_j} = sigma(D(s_j)).

@@ -1,10 +1,10 @@
 """What the cheap output layers share: gradients that touch few rows, training counts, checks.
 
-The paper's output layer reads and updates all |V| rows of U for every example. The layers that
-replaced it after 2003 (section 5 of the paper; the survey in the seeds, sections 3.2-3.4) read only
-a few rows per example: the words of the target's class (class-factored softmax), the nodes on the
-target's path (tree softmax), the target and k sampled words (importance sampling, NCE). Their
-gradients are zero outside those rows, so :meth:`SparseOutputLayer.backward_sparse` returns them as
+The paper's output layer reads and updates all |V| rows of U for every example. The layers that replaced
+it after 2003 (section 5 of the paper; Goodman 2001, Morin & Bengio 2005, Bengio & Senecal 2003) read
+only a few rows per example: the words of the target's class (class-factored softmax), the nodes on the
+target's path (tree softmax), the target and k sampled words (importance sampling, NCE). Their gradients
+are zero outside those rows, so :meth:`SparseOutputLayer.backward_sparse` returns them as
 
 * :class:`Rows`: ``values[i]`` is added to row ``rows[i]`` (rows may repeat: a tree node on several
   examples' paths, a word sampled twice), or

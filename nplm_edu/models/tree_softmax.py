@@ -1,5 +1,5 @@
-"""The tree (hierarchical) softmax, exact (section 5 of the paper; Morin & Bengio 2005; the survey in
-the seeds, section 3.4.1: O(log|V|) per example with a balanced tree).
+"""The tree (hierarchical) softmax, exact (section 5 of the paper; Morin & Bengio 2005; Mnih & Hinton
+2009: O(log|V|) per example with a balanced tree).
 
 Each internal node j of a binary tree over the words (:mod:`nplm_edu.models.trees`) has a vector
 U_j and a bias b_j and sends a context left with probability sigma(b_j + U_j . a), right with

@@ -1,6 +1,6 @@
 """Binary trees over the vocabulary for the tree (hierarchical) softmax (section 5 of the paper:
-"a tree-structured output", cost cut by about |V| / log|V|; Morin & Bengio 2005; the survey in the
-seeds, section 3.4.1).
+"a tree-structured output", cost cut by about |V| / log|V|; Morin & Bengio 2005; Mnih & Hinton
+2009).
 
 A tree over |V| words has |V| leaves (the words, nodes 0..|V|-1) and |V| - 1 internal nodes, the
 j-th made by joining two earlier nodes: ``merges[j] = (left, right)`` is node |V| + j, the last one
