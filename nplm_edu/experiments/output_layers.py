@@ -1,8 +1,8 @@
 """``python -m nplm_edu reproduce output-layers``: the output layer solved five ways, measured on Brown.
 
 The paper's section 5 proposes a tree-structured output and importance sampling to get around the
-|V|-wide softmax (99.7% of the work on Brown); later work added the class-factored softmax and NCE
-(Goodman 2001; Mnih & Teh 2012). This target trains MLP9 of Table 1 (n 5, h 100, m 30, no
+|V|-wide softmax (about 99.3% of MLP9's multiply-adds on Brown); later work added the class-factored
+softmax and NCE (Goodman 2001; Mnih & Teh 2012). This command trains MLP9 of Table 1 (n 5, h 100, m 30, no
 direct connections) on Brown (the paper's split, |V| = 17,907) once per output layer
 (:mod:`nplm_edu.experiments.output_methods`), from the same seed, with the same batch, schedule
 (Table 1's: K = 128, lr 1.0, r = 1e-4, weight decay 1e-4) and number of epochs, the full softmax

@@ -17,7 +17,7 @@ and tied embeddings (U = C, Press & Wolf 2017: needs h = m and no direct connect
 
 This is the reference implementation: plain numpy, one array per parameter. Training uses the
 fused version in :mod:`nplm_edu.numerics.fused` ([U W] in one array, the softmax in place, the
-update without storing the gradient of [U W]), which is tested equal to this one.
+update without storing the gradient of [U W]), which computes the same numbers as this one.
 
 Initialisation (all from ``config.seed``, in this order): C ~ U(-0.1, 0.1); H ~ U(-1/sqrt(fan_in),
 1/sqrt(fan_in)) with fan_in = (n-1)m; the output layer's weights likewise (U: fan_in h, W: (n-1)m);

@@ -1,8 +1,9 @@
 """The output layer: from the network's features to P(w_t = i | context) (section 2 of the paper).
 
 In the paper the last layer is ``y = b + W x + U a`` followed by a softmax over the |V| words. It is
-99.7% of the network's work on Brown, which is why later work replaced it (section 5 of the paper;
-the class-factored and tree softmaxes, importance sampling, NCE). Every output layer of this
+about 99.3% of MLP9's multiply-adds on Brown (|V| h = 1,790,700 against (n-1) m h = 12,000), which
+is why later work replaced it (section 5 of the paper; the class-factored and tree softmaxes,
+importance sampling, NCE). Every output layer of this
 package has the same small interface, so the rest of a network (the NPLM's look-up table and tanh
 layer, a recurrent network's hidden state) is combined with any of them without changing:
 

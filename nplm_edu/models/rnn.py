@@ -35,7 +35,7 @@ layer, never on h_{t-1} -> h_t. Gradient-norm clipping is the trainer's
 (:mod:`nplm_edu.training.clip`).
 
 This is the reference implementation: one loop over time each way, plain numpy. The fast path
-(:mod:`nplm_edu.numerics.recurrent`) computes the same numbers (tested equal in float64).
+(:mod:`nplm_edu.numerics.recurrent`) computes the same numbers (equal to this one in float64, up to rounding).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The NPLM's forward and backward passes made fast: the same arithmetic as the reference
-(:mod:`nplm_edu.models.nplm`, tested equal in float64), arranged for speed.
+(:mod:`nplm_edu.models.nplm`, the same numbers in float64), arranged for speed.
 
 What changes against the reference (the output layer is ~99% of the work at |V| = 17,907):
 

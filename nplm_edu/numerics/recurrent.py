@@ -1,5 +1,5 @@
 """The recurrent language models made fast: the same arithmetic as the references
-(:mod:`nplm_edu.models.rnn`, :mod:`nplm_edu.models.lstm`; tested equal in float64), arranged for speed.
+(:mod:`nplm_edu.models.rnn`, :mod:`nplm_edu.models.lstm`; the same numbers in float64), arranged for speed.
 
 What changes against the reference:
 

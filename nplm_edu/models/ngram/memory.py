@@ -3,7 +3,7 @@
 Counting n-grams of a large corpus makes and drops many temporary arrays of hundreds of MB. The C
 library's allocator (glibc's ``malloc``) serves every block above 32 MB with a fresh ``mmap`` and
 gives it back to the operating system when numpy frees it, so each new temporary is faulted in
-page by page, and zeroed, again. On the virtual machine of this book's benchmarks that costs
+page by page, and zeroed, again. On a virtual machine this can cost
 about a nanosecond per byte, as much as the counting itself at 100 million tokens. Inside
 :func:`retained_memory` the allocator serves large blocks from its heap instead and keeps what is
 freed there, so a temporary of one order reuses the pages of the order before; on leaving, the
