@@ -13,6 +13,11 @@ for ``--steps`` steps) and each method's median round is kept, so a change of th
 hits all methods alike; the ratios are full / method. The evaluation times log P(target) over 20
 batches of 1,024 test windows (the exact test perplexity's inner loop).
 
+``--reference`` times instead what the batched class-factored and tree layers buy over their readable
+references (:mod:`nplm_edu.models.reference_layers`, one example at a time): the loss and gradients
+of the output layer alone on batches of K = 128 at h = 100, classes by frequency binning and the
+Huffman tree on the training counts, side by side in alternating rounds, and prints reference / fast.
+
 Targets (one BLAS thread, an idle machine): training class-factored >= 10x, tree >= 15x, importance
 sampling and NCE >= 5x faster than the full softmax; exact evaluation with the class-factored layer
 >= 20x faster.
@@ -77,13 +82,50 @@ def median_rounds(steps: dict, data, rounds: int, per_round: int) -> tuple[dict,
     return med(wall), med(cpu)
 
 
+def reference_ratios(corpus, rounds: int) -> None:
+    """Seconds per batch of the readable references and the batched layers, and their ratio."""
+    from nplm_edu.models.class_softmax import ClassSoftmax, default_n_classes, frequency_classes
+    from nplm_edu.models.reference_layers import class_softmax_reference, tree_softmax_reference
+    from nplm_edu.models.sparse_output import train_counts
+    from nplm_edu.models.tree_softmax import TreeSoftmax
+    from nplm_edu.models.trees import Tree, huffman_merges
+
+    h, rng = NETWORK["h"], np.random.default_rng(0)
+    counts = train_counts(corpus.train, corpus.V)
+    cls = ClassSoftmax(corpus.V, h, frequency_classes(counts, default_n_classes(corpus.V)))
+    tree = TreeSoftmax(corpus.V, h, Tree(huffman_merges(counts)))
+    Pc, Pt = cls.init_params(rng, np.float32), tree.init_params(rng, np.float32)
+    Uw, bw = Pc["U"][cls.pos], Pc["b"][cls.pos]  # word order, for the reference
+    _, tgt = corpus.windows("train", NETWORK["n"])
+    data = [(rng.standard_normal((K, h)).astype(np.float32), tgt[rng.integers(0, len(tgt), K)]) for _ in range(8)]
+
+    def fast(layer, P):
+        return lambda a, t: layer.backward_sparse(P, layer.loss(P, {"U": a}, t)[1])
+
+    steps = {"class (reference)": lambda a, t: class_softmax_reference(Pc["U_class"], Pc["b_class"], Uw, bw,
+                                                                        cls.labels, a, t),
+             "class (batched)": fast(cls, Pc),
+             "tree (reference)": lambda a, t: tree_softmax_reference(tree.tree, Pt["U_node"], Pt["b_node"], a, t),
+             "tree (batched)": fast(tree, Pt)}
+    wall, cpu = median_rounds(steps, data, rounds, 4)
+    for name in ("class", "tree"):
+        ref, fst = cpu[f"{name} (reference)"], cpu[f"{name} (batched)"]
+        print(f"{name:6} output layer, loss and gradients of a batch of {K}: reference {1e3 * ref:7.2f} ms, "
+              f"batched {1e3 * fst:6.2f} ms (CPU): {ref / fst:5.1f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     ap.add_argument("--rounds", type=int, default=7, help="alternating rounds (the median is kept)")
     ap.add_argument("--steps", type=int, default=20, help="training steps per method per round")
     ap.add_argument("--methods", default=",".join(["full", *TARGETS]), help="comma-separated methods")
     ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_output.json)")
+    ap.add_argument("--reference", action="store_true",
+                    help="time the readable class and tree references against the batched layers instead")
     args = ap.parse_args()
+    if args.reference:
+        reference_ratios(corpus_or_zipf()[0], args.rounds)
+        return
     started = time.monotonic()
     from nplm_edu.experiments.common import command_line, write_results
     from nplm_edu.numerics.blas import blas_info
