@@ -31,7 +31,7 @@ would take about half an hour per epoch per row on one core; ``reproduce minibat
 minibatches change.
 
 One more network is trained beside the table, for the paper's remark on direct connections (section
-4.1: with them, training converged about twice as fast): ``MLP1-ND`` is MLP1 (n 5, h 50, m 60) without
+4.2: with them, training converged about twice as fast): ``MLP1-ND`` is MLP1 (n 5, h 50, m 60) without
 direct connections, so MLP1 and MLP1-ND differ only in W. ``--rows MLP1-ND`` trains it; it has no mixed
 row and is not part of the paper's table.
 
@@ -80,7 +80,7 @@ ROWS = {
     "MLP7": dict(n=3, h=50, m=30, direct=True),
     "MLP9": dict(n=5, h=100, m=30, direct=False),
 }
-# trained beside the table, not one of its rows: MLP1 without direct connections (the paper, section 4.1)
+# trained beside the table, not one of its rows: MLP1 without direct connections (the paper, section 4.2)
 EXTRA = {"MLP1-ND": dict(n=5, h=50, m=60, direct=False)}
 NETWORKS = {**ROWS, **EXTRA}
 MIXED = {"MLP2": "MLP1", "MLP4": "MLP3", "MLP6": "MLP5", "MLP8": "MLP7", "MLP10": "MLP9"}
