@@ -12,8 +12,9 @@ the same initial parameters:
 
 and recording, after every epoch, the validation perplexity against the number of examples seen.
 The ``train`` update is the mean gradient times lr, so K = 128 at lr 0.128 moves each example's
-gradient by 1e-3, as the paper's K = 1 does; only the order of the updates inside a minibatch
-differs. Result: ``data/results/minibatch.json``.
+gradient by 1e-3, as the paper's K = 1 does; what differs is where the gradients are taken: K = 1
+takes each example's gradient after the previous example's update, K = 128 takes all 128 at the same
+parameters and applies their sum at once. Result: ``data/results/minibatch.json``.
 
     python -m nplm_edu reproduce minibatch                        # MLP9, 100k/20k Brown tokens, 4 epochs
     python -m nplm_edu reproduce minibatch --row MLP7 --epochs 3
