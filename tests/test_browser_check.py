@@ -169,3 +169,20 @@ def test_spread_labels_keeps_labels_apart_and_in_bounds():
     np.fill_diagonal(overlap, False)
     assert not overlap.any()
     assert boxes[:, :2].min() >= 0 and boxes[:, 2:].max() <= 400
+
+
+def test_spread_labels_keeps_clear_of_points_drawn_larger():
+    from nplm_edu.analysis import viz
+
+    rng = np.random.default_rng(2)
+    xy = 200 + rng.standard_normal((12, 2)) * 50
+    w, h = np.full(12, 30.0), 12
+    radius = np.full(12, 3.0)
+    radius[:3] = 12.0  # three points drawn large (a ring, a star)
+    c = viz.spread_labels(xy, w, h, (0, 0, 400, 400), point=radius)
+    for i in range(3):  # no label box overlaps the square around a large point
+        ix = np.minimum(c[:, 0] + w / 2, xy[i, 0] + radius[i]) - np.maximum(c[:, 0] - w / 2, xy[i, 0] - radius[i])
+        iy = np.minimum(c[:, 1] + h / 2, xy[i, 1] + radius[i]) - np.maximum(c[:, 1] - h / 2, xy[i, 1] - radius[i])
+        assert not np.any((ix > 0.5) & (iy > 0.5)), i
+    same = viz.spread_labels(xy, w, h, (0, 0, 400, 400), point=3.0)
+    assert np.array_equal(same, viz.spread_labels(xy, w, h, (0, 0, 400, 400), point=np.full(12, 3.0)))

@@ -19,7 +19,8 @@ def spread_labels(xy, widths, height: float, bounds, gap: float = 2.0, point: fl
     """Where to write the label of each point so that no two labels overlap and none covers a point.
 
     In pixels: ``xy`` (N, 2) the points, ``widths`` (N,) and ``height`` the size of each label's box,
-    ``bounds`` (x0, y0, x1, y1) the area the labels must stay in, ``point`` the radius of a point.
+    ``bounds`` (x0, y0, x1, y1) the area the labels must stay in, ``point`` the radius of a point (one
+    for all, or (N,) one per point, for points drawn larger than the others).
     Each label takes the nearest free spot on rings of growing radius around its point (the most
     crowded points choose first); when no spot is free, the one it overlaps least. Returns (N, 2)
     the centres of the label boxes.
@@ -32,7 +33,8 @@ def spread_labels(xy, widths, height: float, bounds, gap: float = 2.0, point: fl
     w = np.asarray(widths, dtype=np.float64)
     x0, y0, x1, y1 = bounds
     N = len(xy)
-    dots = np.hstack([xy - point, xy + point])  # (N, 4) a square around each point
+    point = np.broadcast_to(np.asarray(point, dtype=np.float64), (N,))  # (N,)
+    dots = np.hstack([xy - point[:, None], xy + point[:, None]])  # (N, 4) a square around each point
     angles = np.deg2rad([0, 45, -45, 90, -90, 135, -135, 180, 22.5, -22.5, 157.5, -157.5, 67.5, -67.5, 112.5, -112.5])
     rings = [(0.0, 8), (8.0, 8), (16.0, 16), (28.0, 16), (42.0, 16), (60.0, 16), (85.0, 16)]
     d2 = np.sum((xy[:, None, :] - xy[None, :, :]) ** 2, axis=-1)  # (N, N)
@@ -43,12 +45,12 @@ def spread_labels(xy, widths, height: float, bounds, gap: float = 2.0, point: fl
         cand = []
         for r, n_dir in rings:
             a = angles[:n_dir]
-            reach = gap + point + r
+            reach = gap + point[i] + r
             cand.append(np.stack([xy[i, 0] + np.cos(a) * (w[i] / 2 + reach),
                                   xy[i, 1] - np.sin(a) * (height / 2 + reach)], axis=1))
         c = np.concatenate(cand)  # (M, 2) candidate centres, nearest first
         boxes = np.hstack([c - [w[i] / 2, height / 2], c + [w[i] / 2, height / 2]])  # (M, 4)
-        others = np.vstack([placed, np.delete(dots, i, axis=0)])  # (K, 4)
+        others = np.vstack([placed, dots])  # (K, 4): the labels placed so far and every point, its own too
         ix = np.clip(np.minimum(boxes[:, None, 2], others[None, :, 2]) - np.maximum(boxes[:, None, 0], others[None, :, 0]), 0, None)
         iy = np.clip(np.minimum(boxes[:, None, 3], others[None, :, 3]) - np.maximum(boxes[:, None, 1], others[None, :, 1]), 0, None)
         outside = (np.clip(x0 - boxes[:, 0], 0, None) + np.clip(boxes[:, 2] - x1, 0, None)
@@ -60,10 +62,11 @@ def spread_labels(xy, widths, height: float, bounds, gap: float = 2.0, point: fl
     return centres
 
 
-def annotate_words(ax, xy, words, fontsize: float = 10, colour="0.1"):
+def annotate_words(ax, xy, words, fontsize: float = 10, colour="0.1", sizes=20):
     """Write each word beside its point on a matplotlib Axes without pile-ups (:func:`spread_labels`);
-    a thin grey line joins a label to its point when it had to move away. Call it once the axes'
-    limits are final (it freezes them). Returns the Text objects."""
+    a thin grey line joins a label to its point when it had to move away. ``sizes``: the points' sizes
+    as given to ``scatter`` (one for all, or one per point), so that no label covers a larger marker.
+    Call it once the axes' limits are final (it freezes them). Returns the Text objects."""
     xy = np.asarray(xy, dtype=np.float64)
     ax.set_xlim(ax.get_xlim())
     ax.set_ylim(ax.get_ylim())
@@ -73,13 +76,13 @@ def annotate_words(ax, xy, words, fontsize: float = 10, colour="0.1"):
     texts = [ax.text(x, y, w, fontsize=fontsize, color=colour, ha="center", va="center", zorder=3)
              for (x, y), w in zip(xy, words)]
     ext = [t.get_window_extent(renderer) for t in texts]
-    point = 0.5 * np.sqrt(20) * fig.dpi / 72  # a scatter point of size 20, in pixels
+    point = 0.5 * np.sqrt(np.broadcast_to(np.asarray(sizes, dtype=np.float64), (len(xy),))) * fig.dpi / 72  # (N,) radii, px
     centres = spread_labels(px, [e.width + 2 for e in ext], max(e.height for e in ext), ax.bbox.extents,
                             point=point)
     inv = ax.transData.inverted()
-    for t, e, c, p in zip(texts, ext, centres, px):
+    for t, e, c, p, radius in zip(texts, ext, centres, px, point):
         t.set_position(inv.transform(c))
         edge = np.clip(p, c - [e.width / 2, e.height / 2], c + [e.width / 2, e.height / 2])  # nearest point of the box
-        if np.hypot(*(edge - p)) > point + 6:
+        if np.hypot(*(edge - p)) > radius + 6:
             ax.plot(*inv.transform(np.array([p, edge])).T, color="0.55", lw=0.6, zorder=1)
     return texts
