@@ -513,8 +513,8 @@ FIGURES = [
     ("08_results", rf"beat random features by {N}", lambda R: 1 - R(f"{FF}/fixed_pca/test_ppl") / R(f"{FF}/fixed_random/test_ppl"), ".0%"),
     ("08_results", rf"give a perplexity {N} lower", lambda R: 1 - R(f"{FF}/learned/test_ppl") / R(f"{FF}/fixed_pca/test_ppl"), ".0%"),
     # chapter 9: the out-of-vocabulary rule on Brown
-    ("09_embeddings", rf"\(−{N} against −[\d.]+ on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_own"), ".3f"),
-    ("09_embeddings", rf"\(−[\d.]+ against −{N} on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_unk"), ".3f"),
+    ("09_embeddings", rf"\(−{N} against −[\d.]+ nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_own"), ".3f"),
+    ("09_embeddings", rf"\(−[\d.]+ against −{N} nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_unk"), ".3f"),
     ("09_embeddings", rf"another unknown word's vector \(−{N}\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_other"), ".3f"),
     # chapter 10: the full softmax is Table 1's MLP9 stopped at its third epoch (the same validation perplexities,
     # epoch by epoch, in both files); the sampled objectives' validation perplexities after epochs 1-3
