@@ -88,11 +88,6 @@ def gather_ns(R, tokens):  # one random gather of the training tokens at one cor
     return 1e9 * kn["gather_seconds"] / kn["train_tokens"]
 
 
-def last_two_epochs(R, model):  # % change of the validation perplexity over a run's last two epochs
-    v = [e["valid_ppl"] for e in R(f"recurrent/rows[model={model}]/history")]
-    return 100 * (1 - v[-1] / v[-3])
-
-
 def paper_gap_percent(R, split):  # the largest gap between an n-gram row of ours and the paper's, in whole
     return math.ceil(100 * max(abs(r[split] / r[f"paper_{split}"] - 1)  # percent, rounded up ("within 7%")
                                for r in R("ngrams/rows") if r.get(f"paper_{split}")))
@@ -516,50 +511,10 @@ FIGURES = [
     ("09_embeddings", rf"\(−{N} against −[\d.]+ nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_own"), ".3f"),
     ("09_embeddings", rf"\(−[\d.]+ against −{N} nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_unk"), ".3f"),
     ("09_embeddings", rf"another unknown word's vector \(−{N}\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_other"), ".3f"),
-    # chapter 10: the full softmax is Table 1's MLP9 stopped at its third epoch (the same validation perplexities,
-    # epoch by epoch, in both files); the sampled objectives' validation perplexities after epochs 1-3
-    *[("10_output_layers", rf"epoch by epoch \({pre}{N}[,;]", path, ".1f")
-      for k, pre in enumerate(("", r"[\d.]+, ", r"[\d.]+, [\d.]+, "))
-      for path in (f"output_layers/rows[method=full]/history/{k}/valid_ppl", f"table1/rows/MLP9/history/{k}/valid_ppl")],
-    *[("10_output_layers", rf"\(validation {pre}{N}[,\s]", f"output_layers/rows[method=is]/history/{k}/valid_ppl", ".0f")
-      for k, pre in enumerate(("", r"[\d.]+, ", r"[\d.]+, [\d.]+, "))],
-    *[("10_output_layers", rf"still falling faster \({pre}{N}[,)]", f"output_layers/rows[method=nce]/history/{k}/valid_ppl", ".0f")
-      for k, pre in enumerate(("", r"[\d.]+, ", r"[\d.]+, [\d.]+, "))],
     ("10_output_layers", rf"an example reads \$2\\sqrt\{{\|V\|\}} \\approx {N}\$ rows", lambda R: 2 * math.sqrt(R("output_layers/V")), ".0f"),
-    # chapter 11: the recurrent models on Brown
-    ("11_recurrent", rf"reaches a test perplexity of {N}, [\d.]+ of the", "recurrent/rows[model=rnn]/test_ppl", ".1f"),
-    ("11_recurrent", rf"reaches a test perplexity of [\d.]+, {N} of the", "recurrent/rows[model=rnn]/test_over_kn5", ".3f"),
-    ("11_recurrent", rf"The LSTM reaches {N}, [\d.]+ of the", "recurrent/rows[model=lstm]/test_ppl", ".1f"),
-    ("11_recurrent", rf"The LSTM reaches [\d.]+, {N} of the", "recurrent/rows[model=lstm]/test_over_kn5", ".3f"),
-    ("11_recurrent", rf"5-gram's: {N}% below the Elman",
-     lambda R: 100 * (1 - R("recurrent/rows[model=lstm]/test_ppl") / R("recurrent/rows[model=rnn]/test_ppl")), ".0f"),
-    ("11_recurrent", rf"gives the LSTM, {N}, says", "recurrent/rows[model=lstm]/mix_weight", ".2f"),
-    ("11_recurrent", rf"\(mixed: {N}, [\d.]+\)", "recurrent/rows[model=lstm]/mix_test_ppl", ".1f"),
-    ("11_recurrent", rf"\(mixed: [\d.]+, {N}\)", "recurrent/rows[model=lstm]/mix_test_over_kn5", ".3f"),
-    ("11_recurrent", rf"perplexity of {N} against [\d.]+ when reset",
-     "recurrent/rows[model=lstm]/test_by_distance[bin=1]/lstm", ".1f"),
-    ("11_recurrent", rf"perplexity of [\d.]+ against {N} when reset",
-     "recurrent/rows[model=lstm]/test_by_distance[bin=1]/lstm_reset", ".1f"),
-    ("11_recurrent", rf"together, the Elman network's by {N}%", lambda R: last_two_epochs(R, "rnn"), ".2f"),
-    ("11_recurrent", rf"and the LSTM's by {N}%\)", lambda R: last_two_epochs(R, "lstm"), ".2f"),
-    ("11_recurrent", rf"the Elman network {N} and the LSTM", "recurrent/rows[model=rnn]/test_over_kn5", ".3f"),
-    ("11_recurrent", rf"and the LSTM {N} of the", "recurrent/rows[model=lstm]/test_over_kn5", ".3f"),
-    ("11_recurrent", rf"against {N} for the largest NPLM", "beyond/test_over_kn5/network", ".3f"),
-    ("11_recurrent", rf"finds \$k\$ for both: {N} for the Elman",
-     lambda R: next(k for k, g in enumerate(R("recurrent/rows[model=rnn]/gradient_through_time"))
-                    if g < 0.01 * R("recurrent/rows[model=rnn]/gradient_through_time")[0]), "d"),
-    ("11_recurrent", rf"for the Elman network, {N} for the LSTM",
-     lambda R: next(k for k, g in enumerate(R("recurrent/rows[model=lstm]/gradient_through_time"))
-                    if g < 0.01 * R("recurrent/rows[model=lstm]/gradient_through_time")[0]), "d"),
     # chapter 10: the mean class size of frequency binning, |V| / n_c
     ("10_output_layers", rf"\$\|V\| / n_c \\approx {N}\$ on",
      lambda R: R("output_layers/V") / R("output_layers/rows[method=class-frequency]/layer/n_classes"), ".0f"),
-    # the share of updates whose gradient was clipped, per epoch (recurrent.json's histories)
-    ("11_recurrent", rf"nearly every update from the first epoch on \({N} in the first,",
-     "recurrent/rows[model=rnn]/history/0/clipped_fraction", ".1%"),
-    ("11_recurrent", rf"at no more than {N} of its updates in epochs 1 to 5",
-     lambda R: max(e["clipped_fraction"] for e in R("recurrent/rows[model=lstm]/history")[:5]), ".0%"),
-    ("11_recurrent", rf"then at {N} in the sixth", "recurrent/rows[model=lstm]/history/5/clipped_fraction", ".0%"),
 ]
 
 
@@ -1022,32 +977,6 @@ OUTPUT_FIGURES = [
     # chapter 10: the Brown runs, one method against the full softmax (CPU time)
     ("10_output_layers", rf"the same split and vocabulary \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
     ("10_output_layers", rf"one dot product instead of {N},", rf"corpus brown: {BROWN_V}", None),
-    ("10_output_layers", rf"the same initial parameters, examples and schedule give the same validation perplexities, epoch by epoch \([\d.]+, [\d.]+, {N};",
-     brown_row("full", "valid"), None),
-    ("10_output_layers", rf"we measure {N} to \d+ times faster training", brown_row("class-frequency", "x full"), ".0f"),
-    ("10_output_layers", rf"we measure \d+ to {N} times faster training", brown_row("class-exchange", "x full"), ".0f"),
-    ("10_output_layers", rf"and {N} to \d+ times faster evaluation\. After three epochs the perplexity", brown_row("class-frequency", "eval x full"), ".0f"),
-    ("10_output_layers", rf"and \d+ to {N} times faster evaluation\. After three epochs the perplexity", brown_row("class-exchange", "eval x full"), ".0f"),
-    ("10_output_layers", rf"After three epochs the perplexity is {N} above the full softmax's", brown_row("class-frequency", "test / full"), lambda x: format(x - 1, ".0%")),
-    ("10_output_layers", rf"with frequency binning and {N} \*below\* it", brown_row("class-exchange", "test / full"), lambda x: format(1 - x, ".0%")),
-    ("10_output_layers", rf"\*\*Tree softmax\.\*\* {N} times faster training",
-     brown_row("tree-huffman", "x full") + " " + brown_row("tree-cluster", "x full"), alike(".0f")),
-    ("10_output_layers", rf"and {N} to \d+ times faster evaluation\. The Huffman", brown_row("tree-huffman", "eval x full"), ".0f"),
-    ("10_output_layers", rf"and \d+ to {N} times faster evaluation\. The Huffman", brown_row("tree-cluster", "eval x full"), ".0f"),
-    ("10_output_layers", rf"The Huffman tree is {N} behind in perplexity", brown_row("tree-huffman", "test / full"), lambda x: format(x - 1, ".0%")),
-    ("10_output_layers", rf"the clustered tree {N}\. The count", brown_row("tree-cluster", "test / full"), lambda x: format(x - 1, ".1%")),
-    ("10_output_layers", rf"\(the paths are {N} to", r"tree-huffman ([\d.]+) \d+ [\d.]+ [\d.]+ [\d.]+", ".0f"),
-    ("10_output_layers", rf"\(the paths are \d+ to {N} nodes long", r"tree-cluster ([\d.]+) \d+ [\d.]+ [\d.]+ [\d.]+", ".0f"),
-    ("10_output_layers", rf"\{{cite\}}`bengio2003importance`\. {N} to \d+ times faster training", brown_row("is-adaptive", "x full"), ".0f"),
-    ("10_output_layers", rf"\{{cite\}}`bengio2003importance`\. \d+ to {N} times faster training", brown_row("is", "x full"), ".0f"),
-    ("10_output_layers", rf"the perplexity is {N} worse with the unigram proposal", brown_row("is", "test / full"), lambda x: format(x - 1, ".0%")),
-    ("10_output_layers", rf"and {N} worse with the adaptive one", brown_row("is-adaptive", "test / full"), lambda x: format(x - 1, ".0%")),
-    ("10_output_layers", rf"\(validation {N}, \d+, \d+ for the unigram proposal\)", brown_row("is", "valid"), ".0f"),
-    ("10_output_layers", rf"and a perplexity {N} above the full softmax's", brown_row("is-target", "test / full"), lambda x: format(x - 1, ".1%")),
-    ("10_output_layers", rf"\{{cite\}}`gutmann2010,mnih2012`\. {N} times faster training", brown_row("nce", "x full"), ".0f"),
-    ("10_output_layers", rf"faster training with {N} noise words", r"(?<!\S)nce ([\d.]+) [\d,]+ \d+x", lambda rows: f"{rows - 1:.0f}"),
-    ("10_output_layers", rf"about 45 times\); {N} above the full softmax's", brown_row("nce", "test / full"), lambda x: format(x - 1, ".0%")),
-    ("10_output_layers", rf"still falling faster \(\d+, \d+, {N}\)", brown_row("nce", "valid"), ".0f"),
     # chapter 10: why the cheap layers are not cheaper (the count of multiply-adds; classes in a batch)
     ("10_output_layers", rf"promised a factor of {N} for the", r"(?<!\S)class-frequency [\d.]+ [\d,]+ (\d+)x", None),
     ("10_output_layers", rf"softmax and {N} for the tree; we", r"tree-huffman [\d.]+ [\d,]+ (\d+)x [\d.]+x tree-cluster [\d.]+ [\d,]+ (\d+)x",
