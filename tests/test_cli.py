@@ -423,3 +423,58 @@ def test_an_export_that_cannot_replace_a_file_replaces_none(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"error: is a folder, not a file: {out / 'valid.txt'}"
     assert sorted(p.name for p in out.iterdir()) == ["train.txt", "valid.txt"]
     assert (out / "train.txt").read_text() == "an earlier train\n"
+
+
+def test_two_train_runs_into_one_out_one_is_refused_naming_the_other(tmp_path, capsys):
+    from nplm_edu.cli import main
+    from nplm_edu.data.locks import one_writer
+
+    out = tmp_path / "x"
+    with one_writer(out):  # another run writing there now
+        rc = main(["train", "--corpus", "synthetic", "--synthetic-tokens", "3000", "--epochs", "1", "--quiet",
+                   "--out", str(out), "--force"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{out} is being written (a train run) by process {os.getpid()}" in err
+    assert len(err.strip().splitlines()) == 1 and not (out / "checkpoint.npz").exists()
+
+
+def test_no_output_path_may_be_an_input(tmp_path):
+    base = ["--corpus", "synthetic", "--synthetic-tokens", "3000"]
+    run("train", *base, "--epochs", "1", "--quiet", "--out", str(tmp_path / "X"))
+    ckpt = tmp_path / "X" / "checkpoint.npz"
+    before = ckpt.read_bytes()
+    assert_user_error(run("mix", str(ckpt), *base, "--json", str(ckpt), check_ok=False), "--json", "is CHECKPOINT")
+    assert_user_error(run("train", *base, "--epochs", "1", "--quiet", "--force", "--out", str(tmp_path / "X"),
+                          "--results", str(ckpt), check_ok=False), "--results", "lies inside --out")
+    assert ckpt.read_bytes() == before
+    text = tmp_path / "f.txt"
+    text.write_text("the cat sat on the mat .\n" * 200)
+    assert_user_error(run("ngram", "--corpus", str(text), "--json", str(text), check_ok=False), "is --corpus")
+    assert_user_error(run("reproduce", "ngrams", "--corpus", str(text), "--out", str(text), check_ok=False),
+                      "--out", "is --corpus")
+    (tmp_path / "E").mkdir()
+    train_txt = tmp_path / "E" / "train.txt"
+    train_txt.write_text(text.read_text())
+    assert_user_error(run("corpus", "export", "--corpus", str(train_txt), "--out", str(tmp_path / "E"),
+                          check_ok=False), "--out", "is --corpus")
+    assert text.read_text().startswith("the cat") and train_txt.read_text().startswith("the cat")
+
+
+def test_a_corpus_that_is_a_pipe_is_refused_with_its_name(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert_user_error(run("corpus", "info", "--corpus", str(fifo), check_ok=False), f"--corpus {fifo}",
+                      "not a regular file")
+
+
+def test_a_results_file_of_another_target_is_never_replaced(tmp_path):
+    other = tmp_path / "t1.json"
+    other.write_text((ROOT / "data" / "results" / "table1_quick.json").read_text())
+    before = other.read_bytes()
+    for args in (["reproduce", "ngrams", "--corpus", "synthetic", "--synthetic-tokens", "3000", "--classes", "5"],
+                 ["reproduce", "recurrent", "--corpus", "synthetic", "--synthetic-tokens", "3000", "--quick"],
+                 ["train", "--corpus", "synthetic", "--synthetic-tokens", "3000", "--epochs", "1",
+                  "--out", str(tmp_path / "run"), "--results"]):
+        flag = [] if args[0] == "train" else ["--out"]
+        assert_user_error(run(*args, *flag, str(other), "--quiet", check_ok=False), "is a table1 results file")
+    assert other.read_bytes() == before

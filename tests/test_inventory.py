@@ -156,3 +156,24 @@ def test_every_committed_results_file_is_traced_to_a_commit_of_this_repository()
         for sha in e.commits:
             found = subprocess.run(["git", "merge-base", "--is-ancestor", sha, "HEAD"], cwd=root, capture_output=True)
             assert found.returncode == 0, f"{e.path} names commit {sha}, which is not in the history of HEAD"
+
+
+def test_valid_json_of_odd_types_is_read_without_a_traceback(tmp_path, capsys):
+    odd = {"command": ["python", "-m"], "date": 5, "commit": 3, "kept": 1,
+           "rows": [{"commit": "abc1234", "date": "2026-11-23", "package_modified_since_commit": "no"},
+                    {"commit": 7}, "not a row"]}
+    e = entry_of(odd, "odd.json")
+    assert (e.command, e.commits, e.clean, e.date, e.kept) == (None, ["abc1234"], None, "2026-11-23", None)
+    write(tmp_path, "odd.json", odd)
+    assert main(["results", "--dir", str(tmp_path)]) == 0
+    assert main(["results", "--dir", str(tmp_path), "--check"]) == 2
+    (tmp_path / "deep.json").write_text('{"rows": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert main(["results", "--dir", str(tmp_path)]) == 2
+    assert "nested too deeply" in capsys.readouterr().err
+    runs = tmp_path / "runs" / "r"
+    runs.mkdir(parents=True)
+    (runs / "history.json").write_text('{"epochs": [{"seconds": "x"}], "train": {"epochs": [1]}, "best_epoch": 1}')
+    (tmp_path / "runs" / "deep").mkdir()
+    (tmp_path / "runs" / "deep" / "history.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["results", "--runs", str(tmp_path / "runs")]) == 0
+    assert "no training runs" in capsys.readouterr().out

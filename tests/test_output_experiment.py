@@ -129,3 +129,49 @@ def test_timing_of_an_epoch_resumed_inside_is_flagged():
     backend = TimedBackend(NPLM(NPLMConfig(V=5, n=2, m=2, h=2)), TrainConfig())
     backend.load_extra({}, SimpleNamespace(batch_in_epoch=3, drop_state=None, step=10))
     assert backend.epoch_extra()["timing_partial"] and "timing_partial" not in backend.epoch_extra()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--class-file", "/nonexistent"], "no class file at /nonexistent"),
+    (["--methods", "is", "--k-is", "0"], "k must be a whole number >= 1"),
+    (["--methods", "nce", "--k-nce", "0"], "k must be a whole number >= 1"),
+])
+def test_settings_are_refused_before_anything_trains(tmp_path, capsys, monkeypatch, extra, message):
+    import nplm_edu.experiments.output_layers as ol
+
+    monkeypatch.setattr(ol, "train", lambda *a, **k: pytest.fail("trained before the settings were checked"))
+    monkeypatch.setattr(ol, "table_corpus", lambda *a, **k: pytest.fail("read the corpus first"))
+    assert main(["reproduce", "output-layers", *TINY, "--out", str(tmp_path / "ol.json"), "--runs-dir",
+                 str(tmp_path / "runs"), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_results_files_of_one_name_in_two_folders_keep_their_own_runs(tmp_path):
+    args = ["reproduce", "output-layers", *TINY, "--epochs", "1", "--methods", "full", "--no-energy",
+            "--runs-dir", str(tmp_path / "runs")]
+    assert main([*args, "--out", str(tmp_path / "a" / "ol.json")]) == 0
+    first = tmp_path / "runs" / "ol" / "full" / "checkpoint.npz"
+    before = first.read_bytes()
+    assert main([*args, "--lr", "0.5", "--out", str(tmp_path / "b" / "ol.json")]) == 0  # other settings
+    assert first.read_bytes() == before  # the first file's run is still there to resume
+    assert len(list((tmp_path / "runs").glob("ol-*/full/checkpoint.npz"))) == 1
+
+
+def test_a_row_written_by_another_process_meanwhile_is_kept(tmp_path, monkeypatch):
+    import nplm_edu.experiments.output_layers as ol
+
+    train = ol.train
+    out = tmp_path / "ol.json"
+
+    def train_while_another_writes(model, corpus, cfg, **kw):
+        history = train(model, corpus, cfg, **kw)
+        if kw["out_dir"].name == "tree-huffman":  # meanwhile, another process finished class-frequency
+            doc = json.loads(out.read_text())
+            row = {**doc["rows"][0], "method": "class-frequency", "valid_ppl": 123.0}
+            ol.merge_rows(out, doc, {"class-frequency": row}, doc["settings"], corpus, 0.0)
+        return history
+
+    monkeypatch.setattr(ol, "train", train_while_another_writes)
+    doc = reproduce(tmp_path, "--epochs", "1", "--methods", "full,tree-huffman", "--no-energy")
+    assert [r["method"] for r in doc["rows"]] == ["full", "class-frequency", "tree-huffman"]
+    assert doc["rows"][1]["valid_ppl"] == 123.0

@@ -80,3 +80,26 @@ def test_other_settings_refuse_to_resume(tmp_path, capsys):
     assert main(args) == 0
     assert main([*args, "--T", "6"]) == 2
     assert "holds a run with other settings" in capsys.readouterr().err
+
+
+def test_a_row_written_by_another_process_meanwhile_is_kept(tmp_path, monkeypatch):
+    """Two processes filling one results file (--models lstm beside --models rnn) keep both rows."""
+    import nplm_edu.experiments.recurrent as rec
+
+    out, runs = tmp_path / "r.json", tmp_path / "runs"
+    args = [*TINY, "--h", "8", "--m", "8", "--batch", "4", "--T", "5", "--epochs", "1", "--out", str(out),
+            "--runs-dir", str(runs)]
+    assert main([*args, "--models", "rnn"]) == 0
+    rnn = json.loads(out.read_text())
+    out.unlink()  # the lstm process starts before the rnn process has written its row ...
+    train = rec.train
+
+    def train_while_another_writes(*a, **kw):
+        history = train(*a, **kw)
+        header = {k: v for k, v in rnn.items() if k != "rows"}
+        rec.merge_results(out, "recurrent", header, {"rnn": rnn["rows"][0]}, 0.0, key="model")  # ... written now
+        return history
+
+    monkeypatch.setattr(rec, "train", train_while_another_writes)
+    assert main([*args, "--models", "lstm"]) == 0
+    assert sorted(r["model"] for r in json.loads(out.read_text())["rows"]) == ["lstm", "rnn"]

@@ -9,6 +9,7 @@ from ..data.corpus import BROWN_SPLIT, Corpus, CorpusSpec, export
 from ..data.files import new_folder_removed_on_failure
 from ..data.vocab import UNK
 from ..errors import UserError
+from ..experiments.skeleton import check_not_over
 from ..training.checkpoint import check_writable
 from ..training.guards import sigterm_as_ctrl_c
 
@@ -49,11 +50,26 @@ def corpus_spec(args) -> CorpusSpec:
                       min_count=args.min_count, corpus_seed=args.corpus_seed, synthetic_tokens=args.synthetic_tokens)
 
 
+def corpus_input(args) -> dict:
+    """The corpus file the options read, as ``{"--corpus": path}`` (empty for brown and synthetic): an input
+    no output may overwrite. A path that is not a regular file (a pipe such as ``<(cat f.txt)``, a device)
+    is refused in one line: the corpus is read more than once."""
+    name = getattr(args, "corpus", None)
+    if not name or name in ("brown", "synthetic"):
+        return {}
+    path = Path(name)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise UserError(f"--corpus {name} is not a regular file (a pipe or a device?): the corpus is read more "
+                        "than once, so save it to a file first")
+    return {"--corpus": path} if path.exists() else {}
+
+
 def corpus_from_args(args) -> Corpus:
     """The corpus the options name; reading a large text file shows a bar (on rank 0 under mpiexec)
     unless ``--quiet``."""
     from . import mpi_rank
 
+    corpus_input(args)
     return corpus_spec(args).load(progress=not getattr(args, "quiet", False) and mpi_rank() == 0)
 
 
@@ -68,6 +84,9 @@ def _cmd_info(args) -> int:
 
 def _cmd_export(args) -> int:
     # a corpus that cannot be read, or Ctrl-C or SIGTERM, leaves no folder of ours behind and no file cut short
+    inputs = corpus_input(args)
+    for name in ("train.txt", "valid.txt", "test.txt"):  # the files export writes: none may be the corpus read
+        check_not_over({"--out": Path(args.out) / name}, inputs)
     with new_folder_removed_on_failure(args.out), sigterm_as_ctrl_c():
         check_writable(args.out)  # before the corpus is read
         c = corpus_from_args(args)

@@ -11,10 +11,12 @@ from ..errors import UserError
 from ..experiments.common import check_output_path, write_json_atomic
 from ..models.ngram import InterpolatedTrigram
 from ..training.checkpoint import corpus_fingerprints, load_checkpoint, model_from_checkpoint
-from .corpus import add_corpus_args, corpus_from_args
+from ..experiments.skeleton import check_not_over
+from .corpus import add_corpus_args, corpus_from_args, corpus_input
 
 
 def _cmd_mix(args) -> int:
+    check_not_over({"--json": args.json}, {"CHECKPOINT": args.checkpoint, **corpus_input(args)})
     if args.json:
         check_output_path(args.json, "--json")  # before the trigram is fitted and both models scored
     model = model_from_checkpoint(args.checkpoint)

@@ -13,7 +13,8 @@ import sys
 from ..errors import UserError
 from ..experiments.common import check_output_path, write_json_atomic
 from ..models.ngram.build import MODELS, build_model, evaluate
-from .corpus import add_corpus_args, corpus_from_args
+from ..experiments.skeleton import check_not_over
+from .corpus import add_corpus_args, corpus_from_args, corpus_input
 
 
 # the options of one model only (default None: given or not is known), refused with any other model
@@ -36,6 +37,7 @@ def _check_options(args) -> None:
 def _cmd_ngram(args) -> int:
     _check_options(args)
     if args.json and args.json != "-":
+        check_not_over({"--json": args.json}, corpus_input(args))
         check_output_path(args.json, "--json")  # before the fit
     corpus = corpus_from_args(args)
     order = args.order if args.order is not None else 3 if args.model in ("interp", "class") else 5

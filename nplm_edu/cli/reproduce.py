@@ -20,7 +20,8 @@ from __future__ import annotations
 from ..experiments import beyond, central_claim, lr_sweep, minibatch, ngrams, output_layers, recurrent, table1
 from ..models.nplm import NPLMConfig
 from ..training.trainer import TrainConfig
-from .corpus import add_corpus_args, corpus_spec
+from ..experiments.skeleton import check_not_over
+from .corpus import add_corpus_args, corpus_input, corpus_spec
 from .options import add_options, description, from_options
 from .train import HELP
 
@@ -34,6 +35,16 @@ def _common(p, default_out: str, brown_slice: tuple[int, int] | None = None) -> 
     add_corpus_args(p, default_corpus="brown", brown_slice=brown_slice)
     p.add_argument("--out", default=None, help=f"output file (default {default_out})")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _checked(handler):
+    """``handler`` after the one check every target shares: --out is neither an input nor inside one."""
+    def run(args) -> int:
+        inputs = {**corpus_input(args), "--class-file": getattr(args, "class_file", None)}
+        check_not_over({"--out": args.out}, inputs)
+        return handler(args)
+
+    return run
 
 
 def _only(instance, names):
@@ -117,7 +128,7 @@ def add_cli(subparsers) -> None:
     add_options(q, ngrams.NgramsOptions(), help={"classes": "class counts, comma-separated (default the paper's "
                                                             "150,200,500,1000,2000; the first also for orders 4 and 5)",
                                                  "passes": "exchange-algorithm passes"})
-    q.set_defaults(func=_ngrams)
+    q.set_defaults(func=_checked(_ngrams))
 
     q = sub.add_parser("table1", help="the neural rows of Table 1 (hours, resumable)",
                        description="Train and evaluate the neural rows of Table 1 (MLP1-MLP10).")
@@ -130,7 +141,7 @@ def add_cli(subparsers) -> None:
         "runs_dir": f"where rows checkpoint {RUNS_DEFAULT}",
         "force": "retrain the requested rows from scratch",
         "save_features": "write the best network's word features C to <out>_features.npz (never with --quick)"})
-    q.set_defaults(func=_table1)
+    q.set_defaults(func=_checked(_table1))
 
     q = sub.add_parser("minibatch", help="K = 1 against minibatches on one network (about an hour, resumable)",
                        description="Does minibatch SGD track the paper's pure SGD (K = 1)?")
@@ -141,7 +152,7 @@ def add_cli(subparsers) -> None:
         "weight_decay": "weight decay of every run", "seed": "initialisation and shuffling seed",
         "runs_dir": f"where the three runs checkpoint and resume {RUNS_DEFAULT}",
         "force": "train the three runs again from scratch"})
-    q.set_defaults(func=_minibatch)
+    q.set_defaults(func=_checked(_minibatch))
 
     q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (one to two hours, resumable)",
                        description="One row of Table 1 trained with what we know now.")
@@ -152,7 +163,7 @@ def add_cli(subparsers) -> None:
                                                           f"{beyond.QUICK_EPOCHS} epochs, into beyond_quick.json",
                                                  "runs_dir": f"where the run checkpoints and resumes {RUNS_DEFAULT}",
                                                  "force": "train again from scratch"})
-    q.set_defaults(func=_beyond)
+    q.set_defaults(func=_checked(_beyond))
 
     q = sub.add_parser("lr-sweep", help="the initial learning rate eps_0 of minibatch SGD (about 6 minutes)",
                        description="Train one Table 1 network once per eps_0 on a slice of Brown (the first "
@@ -165,7 +176,7 @@ def add_cli(subparsers) -> None:
         "decay_rate": "r of every run", "weight_decay": "weight decay of every run",
         "seed": "initialisation and shuffling seed", "quick": f"a slice of the corpus, at most "
                                                               f"{lr_sweep.QUICK_EPOCHS} epochs, into lr_sweep_quick.json"})
-    q.set_defaults(func=_lr_sweep)
+    q.set_defaults(func=_checked(_lr_sweep))
 
     ol = output_layers
     q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003 (hours on Brown, resumable)",
@@ -182,7 +193,7 @@ def add_cli(subparsers) -> None:
         "quick": f"the same pipeline on a slice, at most {ol.QUICK_EPOCHS} epochs, into output_layers_quick.json",
         "runs_dir": f"where methods checkpoint {RUNS_DEFAULT}",
         "force": "start the results file and the methods' runs again"})
-    q.set_defaults(func=_output_layers)
+    q.set_defaults(func=_checked(_output_layers))
 
     q = sub.add_parser("recurrent", help="an Elman RNN and an LSTM on Brown (hours, resumable)",
                        description=description(recurrent.__doc__, 1) + " An Elman network (RNN) and an LSTM "
@@ -198,7 +209,7 @@ def add_cli(subparsers) -> None:
         "force": "train again from scratch",
         "test": "score the test set too (--no-test: validation only, for trials of settings)",
         **{k: f"{text} {_recurrent_default(k)}" for k, text in RECURRENT_HELP.items()}})
-    q.set_defaults(func=_recurrent)
+    q.set_defaults(func=_checked(_recurrent))
 
     q = sub.add_parser("central-claim", help="unseen sentences made likely by similar words (under an hour, resumable)",
                        description="The paper's central claim, measured: sentences that pair chosen words are "
@@ -212,4 +223,4 @@ def add_cli(subparsers) -> None:
         "seeds": "networks per variant on the synthetic grammar", "brown": "also the Brown part (needs the corpus)",
         "quick": "the whole pipeline in about a minute",
         "runs_dir": f"where the Brown networks checkpoint {RUNS_DEFAULT}", "force": "train the Brown networks again"})
-    q.set_defaults(func=_central_claim)
+    q.set_defaults(func=_checked(_central_claim))

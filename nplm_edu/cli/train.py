@@ -7,19 +7,22 @@ runs the one trainer (:func:`nplm_edu.training.trainer.train`): same checkpoints
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
 
 from ..data.files import new_folder_removed_on_failure
+from ..data.locks import one_writer
 from ..errors import UserError
-from ..experiments.common import check_output_path, write_results
+from ..experiments.common import check_output_path
+from ..experiments.skeleton import check_not_over, read_results, write_whole
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import check_writable, load_checkpoint
 from ..training.parallel.mpi_job import abort_on_error, world
 from ..training.trainer import TrainConfig, train
-from .corpus import add_corpus_args, corpus_from_args
+from .corpus import add_corpus_args, corpus_from_args, corpus_input
 from .options import add_options, from_options
 
 MODES = ("none", "output-block", "hogwild")
@@ -65,11 +68,17 @@ def _handler(args) -> int:
     cores = usable_cores()
     if args.workers > 4 * cores:  # thousands of forked processes would swamp the machine for nothing
         raise UserError(f"--workers {args.workers} is more than 4 workers per core this process may use ({cores})")
+    check_not_over({"--out": args.out, "--results": args.results}, corpus_input(args))
+    check_not_over({"--results": args.results}, {"--out": args.out})  # the run folder is the trainer's own
     with new_folder_removed_on_failure(args.out):  # a run that failed before writing anything leaves none
         _check_outputs(args)  # before any setup: under mpiexec, on every rank before MPI starts
-        comm = world() if args.parallel == "output-block" else None
-        with abort_on_error(comm):  # from here on, an error on one rank ends every rank (serially: no-op)
-            return _run(args, config, net, comm, started)
+        # one writer per run folder (under mpiexec, rank 0 holds it for every rank)
+        from . import mpi_rank
+
+        with one_writer(args.out, " (a train run)") if mpi_rank() == 0 else contextlib.nullcontext():
+            comm = world() if args.parallel == "output-block" else None
+            with abort_on_error(comm):  # from here on, an error on one rank ends every rank (serially: no-op)
+                return _run(args, config, net, comm, started)
 
 
 def _run(args, config: TrainConfig, net: NPLMConfig, comm, started: float) -> int:
@@ -101,9 +110,9 @@ def _run(args, config: TrainConfig, net: NPLMConfig, comm, started: float) -> in
     if not quiet and history.get("best_valid_ppl") is not None:
         print(f"best valid ppl {history['best_valid_ppl']:.2f}; checkpoint and history in {args.out}")
     if args.results and rank == 0:
-        write_results(Path(args.results), {"corpus": corpus.name, "V": corpus.V,
-                                           "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid")},
-                                           "history": history}, started)
+        write_whole(Path(args.results), "train", {"corpus": corpus.name, "V": corpus.V, "history": history,
+                                                  "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid")}},
+                    started)
         if not quiet:
             print(f"wrote {args.results}")
     return 0
@@ -114,6 +123,7 @@ def _check_outputs(args) -> None:
     one line now rather than after the corpus, the model (and MPI) are set up."""
     if args.results:
         check_output_path(args.results, "--results")
+        read_results(args.results, "train")  # another command's results file, or not JSON: never replaced
     check_writable(args.out)
     if args.resume:  # a missing or unreadable checkpoint is bad input: found here, said once (by rank 0 under MPI)
         load_checkpoint(Path(args.out) / "checkpoint.npz")

@@ -48,7 +48,8 @@ from ..models.ngram import KneserNey
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TRAJECTORY, TrainConfig, train
-from .common import RESULTS, is_full_brown, kn5_test, prepare_run, results_path, runs_root, write_results
+from .common import RESULTS, is_full_brown, kn5_test, results_path
+from .skeleton import read_results, rounded_history, run_folder, runs_for, write_whole
 from .table1 import table_corpus
 
 # the network and training of data/results/beyond.json (the defaults of `reproduce beyond`): the paper's SGD
@@ -112,40 +113,53 @@ def run_beyond(net: NPLMConfig = NETWORK, cfg: TrainConfig = TRAIN, opts: Beyond
         cfg = TrainConfig(**{**asdict(cfg), "epochs": min(cfg.epochs, QUICK_EPOCHS)})
     check_settings(net, cfg)
     out = results_path(out, "beyond", opts.quick)
+    read_results(out, "beyond")  # another target's file, or not JSON: refused before the corpus is read
     corpus = table_corpus(spec, opts.quick)
-    run_dir = runs_root(opts.runs_dir) / out.stem
-    tokens = {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")}
     full_brown = not opts.quick and is_full_brown(corpus, spec.min_count)
     mcfg = NPLMConfig(V=corpus.V, n=net.n, h=net.h, m=net.m, direct=net.direct, dtype=net.dtype, seed=cfg.seed)
-    stamp_data = {"model": asdict(mcfg), "train": {k: getattr(cfg, k) for k in TRAJECTORY},
-                  "corpus": corpus.name, "tokens": tokens, "min_count": spec.min_count}
-    resumed = prepare_run(run_dir, stamp_data, opts.force, opts.quick)
-    model = FusedNPLM(mcfg)
-    if not quiet:
-        print(f"== beyond: {corpus.name}, |V| = {corpus.V:,}; n {mcfg.n}, h {mcfg.h}, m {mcfg.m}, direct "
-              f"{mcfg.direct}, {model.num_params():,} parameters; {cfg.optimizer} lr {cfg.lr:g} "
-              f"(x{cfg.lr_decay:g} per epoch), "
-              f"K {cfg.batch}, dropout x {cfg.dropout_x:g} a {cfg.dropout_a:g}, weight decay {cfg.weight_decay:g}; "
-              f"{'resuming' if resumed else 'training'} in {run_dir}", flush=True)
-
-    t0 = time.perf_counter()
-    history = train(model, corpus, cfg, out_dir=run_dir, resume=resumed, quiet=quiet)
-    t_train = time.perf_counter() - t0
-    epochs = history["epochs"]
-    if not epochs:
-        raise UserError("no epoch finished: nothing to evaluate")
+    model, history, resumed, t_train = train_network(mcfg, cfg, corpus, spec, opts, runs_for(opts.runs_dir, out), quiet)
     if not quiet:
         print("   scoring train, valid and test; fitting the trigram and the mixture weight", flush=True)
     doc = {}
     t0 = time.perf_counter()
     tri, train_counts = fit_trigram(corpus, doc, full_brown)
-    others = {}
-    if mcfg.n >= 5:  # what we know now: mix with the strongest n-gram too, modified Kneser-Ney 5-gram
-        others["kn5"] = KneserNey(5, corpus.V).fit(corpus.train)
+    others = {"kn5": KneserNey(5, corpus.V).fit(corpus.train)} if mcfg.n >= 5 else {}  # the strongest n-gram too
     ev = evaluate_row(model, tri, corpus, train_counts, others)
     t_eval = time.perf_counter() - t0
-    kn5 = kn5_test(corpus, full_brown)
-    best = min(range(len(epochs)), key=lambda i: epochs[i]["valid_ppl"]) + 1
+    doc = {**results_doc(mcfg, cfg, corpus, ev, doc["trigram"], kn5_test(corpus, full_brown), full_brown),
+           "what": describe(net, cfg, sorted(others)), "quick": bool(opts.quick), "parameters": model.num_params(),
+           **history_part(history, cfg, resumed, t_train, t_eval)}
+    write_whole(out, "beyond", doc, started)
+    if not quiet:
+        print_result(ev, doc)
+    print(f"wrote {out}")
+    return out
+
+
+def train_network(mcfg: NPLMConfig, cfg: TrainConfig, corpus, spec: CorpusSpec, opts: BeyondOptions, run_dir: Path,
+                  quiet: bool):
+    """Train (or resume) the network in ``run_dir``: (model, history, resumed, seconds of this call)."""
+    tokens = {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")}
+    stamp = {"model": asdict(mcfg), "train": {k: getattr(cfg, k) for k in TRAJECTORY},
+             "corpus": corpus.name, "tokens": tokens, "min_count": spec.min_count}
+    model = FusedNPLM(mcfg)
+    t0 = time.perf_counter()
+    with run_folder(run_dir, stamp, opts.force, opts.quick) as resumed:
+        if not quiet:
+            print(f"== beyond: {corpus.name}, |V| = {corpus.V:,}; n {mcfg.n}, h {mcfg.h}, m {mcfg.m}, direct "
+                  f"{mcfg.direct}, {model.num_params():,} parameters; {cfg.optimizer} lr {cfg.lr:g} "
+                  f"(x{cfg.lr_decay:g} per epoch), K {cfg.batch}, dropout x {cfg.dropout_x:g} a {cfg.dropout_a:g}, "
+                  f"weight decay {cfg.weight_decay:g}; {'resuming' if resumed else 'training'} in {run_dir}",
+                  flush=True)
+        history = train(model, corpus, cfg, out_dir=run_dir, resume=resumed, quiet=quiet)
+    if not history["epochs"]:
+        raise UserError("no epoch finished: nothing to evaluate")
+    return model, history, resumed, time.perf_counter() - t0
+
+
+def results_doc(mcfg: NPLMConfig, cfg: TrainConfig, corpus, ev: dict, trigram: dict, kn5: float | None,
+                full_brown: bool) -> dict:
+    """The scores of the results file: perplexities, mixtures, the model chosen on validation, ratios to KN5."""
     mix = {k: {kk: (r3(vv) if kk != "weights" else vv) for kk, vv in v.items()} for k, v in ev["mix"].items()}
     # the model we would submit is chosen on validation: the network alone or one of its mixtures
     candidates = {"network": ev["valid"], **{f"mix_{k}": v["valid"] for k, v in ev["mix"].items()}}
@@ -153,49 +167,54 @@ def run_beyond(net: NPLMConfig = NETWORK, cfg: TrainConfig = TRAIN, opts: Beyond
     tests = {"network": ev["test"], **{f"mix_{k}": v["test"] for k, v in ev["mix"].items()}}
     ratios = None
     if kn5:
-        ratios = {**{k: r3(v / kn5) for k, v in tests.items()}, "trigram": r3(doc["trigram"]["test"] / kn5)}
-    doc = {
-        "row": "beyond", "corpus": corpus.name, "V": corpus.V, "tokens": tokens, "quick": bool(opts.quick),
-        "what": describe(net, cfg, sorted(others)),
+        ratios = {**{k: r3(v / kn5) for k, v in tests.items()}, "trigram": r3(trigram["test"] / kn5)}
+    return {
+        "row": "beyond", "corpus": corpus.name, "V": corpus.V,
+        "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")},
         "model": asdict(mcfg),
         "training": {**asdict(cfg), "lr_schedule": "lr / (1 + decay_rate t) * lr_decay^epoch",
                      "optimizer_rule": ("Adam (Kingma & Ba 2015), weight decay decoupled (AdamW) on C, H, U, W only"
                                         if cfg.optimizer == "adam" else "SGD, the paper's rule: p -= lr (g + "
                                         "weight_decay p) on C, H, U, W, p -= lr g on b, d"),
                      "examples_per_epoch": cfg.examples_per_epoch or int(len(corpus.train) - mcfg.n + 1)},
-        "parameters": model.num_params(),
-        "epochs_requested": cfg.epochs, "epochs_run": len(epochs),
-        "best_epoch": best, "stopped_early": history["stopped_early"], "updates": history["updates"],
-        "resumed": resumed,
         "train": r3(ev["train"]), "valid": r3(ev["valid"]), "test": r3(ev["test"]),
-        "mixtures": mix, "mix_weight_em": r3(ev["mix"]["em"]["weight"]), "trigram": doc["trigram"],
+        "mixtures": mix, "mix_weight_em": r3(ev["mix"]["em"]["weight"]), "trigram": trigram,
         "table1": _table1_rows(RESULTS / "table1.json") if full_brown else None,
         "kn5_test": kn5, "target_ratio": TARGET_RATIO, "test_over_kn5": ratios,
         "chosen_on_valid": chosen, "chosen_test": r3(tests[chosen]),
         "target_met": None if ratios is None else {k: ratios[k] <= TARGET_RATIO for k in ("network", chosen)},
-        "test_by_frequency": ev["test_by_frequency"],
-        "history": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()} for e in epochs],
+        "test_by_frequency": ev["test_by_frequency"]}
+
+
+def history_part(history: dict, cfg: TrainConfig, resumed: bool, t_train: float, t_eval: float) -> dict:
+    """The training record of the results file: epochs, history, seconds."""
+    epochs = history["epochs"]
+    return {
+        "epochs_requested": cfg.epochs, "epochs_run": len(epochs),
+        "best_epoch": min(range(len(epochs)), key=lambda i: epochs[i]["valid_ppl"]) + 1,
+        "stopped_early": history["stopped_early"], "updates": history["updates"], "resumed": resumed,
+        "history": rounded_history(epochs),
         "seconds": round(sum(e["seconds"] for e in epochs) + t_eval, 1),
         "seconds_training_this_call": round(t_train, 1),
         "seconds_training": round(sum(e["seconds"] for e in epochs), 1), "seconds_evaluation": round(t_eval, 1),
         "note": "train_ppl in history is measured during each epoch (with dropout, if any); train/valid/test "
                 "are the best epoch's parameters with dropout off, over every token of each split; mixtures: "
                 "weight 0.5 (the paper's) and one EM weight fitted on validation (also one weight per trigram "
-                "context bin); seconds are wall clock on a shared machine",
-    }
-    write_results(out, doc, started)
-    if not quiet:
-        r = ratios or {}
-        print(f"beyond: train {ev['train']:.1f}  valid {ev['valid']:.1f}  test {ev['test']:.1f}"
-              + (f"  (test / KN5 {r['network']:.3f})" if r else ""))
-        for k, v in ev["mix"].items():
-            w = f"weight {v['weight']:.3f}" if "weight" in v else "weights per bin"
-            print(f"mixed ({k}, {w}): valid {v['valid']:.1f}  test {v['test']:.1f}"
-                  + (f"  (test / KN5 {r['mix_' + k]:.3f})" if r else ""))
-        print(f"chosen on validation: {chosen}, test {tests[chosen]:.1f}"
-              + (f" = {r[chosen]:.3f} of KN5 (target {TARGET_RATIO})" if r else ""))
-    print(f"wrote {out}")
-    return out
+                "context bin); seconds are wall clock on a shared machine"}
+
+
+def print_result(ev: dict, doc: dict) -> None:
+    """The network's and its mixtures' perplexities, and the model chosen on validation."""
+    r = doc["test_over_kn5"] or {}
+    print(f"beyond: train {ev['train']:.1f}  valid {ev['valid']:.1f}  test {ev['test']:.1f}"
+          + (f"  (test / KN5 {r['network']:.3f})" if r else ""))
+    for k, v in ev["mix"].items():
+        w = f"weight {v['weight']:.3f}" if "weight" in v else "weights per bin"
+        print(f"mixed ({k}, {w}): valid {v['valid']:.1f}  test {v['test']:.1f}"
+              + (f"  (test / KN5 {r['mix_' + k]:.3f})" if r else ""))
+    chosen = doc["chosen_on_valid"]
+    print(f"chosen on validation: {chosen}, test {doc['chosen_test']:.1f}"
+          + (f" = {r[chosen]:.3f} of KN5 (target {TARGET_RATIO})" if r else ""))
 
 
 def _table1_rows(path: Path) -> dict | None:

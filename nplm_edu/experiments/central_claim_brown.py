@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -36,11 +35,11 @@ from ..analysis.mixture import batched_log_prob
 from ..analysis.novelty import compare, frequency_matched, ngram_keys, novelty_groups
 from ..analysis.oov import oov_study
 from ..data.corpus import brown_tokens, windows
-from ..errors import UserError
 from ..models.ngram import KneserNey
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, train
+from .skeleton import rounded_history, run_folder
 from .table1 import ROWS, TRAIN as TABLE1_TRAIN
 
 NETWORK = NPLMConfig(V=2, **ROWS["MLP9"])
@@ -60,18 +59,14 @@ def rescale(table: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 def train_network(cfg: NPLMConfig, tcfg: TrainConfig, data, run_dir: Path, force: bool, quiet: bool, C=None):
     """Train (or resume, or reload when finished) a network in ``run_dir``; ``C``: a fixed table."""
-    if force and run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     model = FusedNPLM(cfg)
     if C is not None:
         model.params["C"][:] = C
-    resume = (run_dir / "checkpoint.npz").exists()
+    stamp = {"model": asdict(cfg), "train": asdict(tcfg), "examples": {"train": int(len(data[0][1])),
+                                                                       "valid": int(len(data[1][1]))}}
     t0 = time.perf_counter()
-    try:
+    with run_folder(run_dir, stamp, force, what=run_dir.name) as resume:
         history = train(model, data, tcfg, out_dir=run_dir, resume=resume, quiet=quiet)
-    except UserError as e:
-        raise UserError(f"{e} (or pass --force to train {run_dir.name} again)") from None
     return model, history, time.perf_counter() - t0, resume
 
 
@@ -80,8 +75,7 @@ def summary(history: dict, seconds: float, resumed: bool) -> dict:
             "best_valid_ppl": r3(history["best_valid_ppl"]), "updates": history["updates"],
             "train_seconds_this_run": round(seconds, 1), "resumed": resumed,
             "train_seconds_all_epochs": round(sum(e["seconds"] for e in history["epochs"]), 1),
-            "history": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()}
-                        for e in history["epochs"]]}
+            "history": rounded_history(history["epochs"])}
 
 
 def brown_data(corpus, quick: bool) -> dict:

@@ -1,6 +1,7 @@
 """What every ``reproduce`` target shares: where results go, how they are written, where runs live.
 
-Every file in ``data/results/`` is written by :func:`write_results`: atomically (a temporary file
+Every file in ``data/results/`` is written by :func:`write_results` (through the skeleton of
+:mod:`.skeleton`, under the file's lock): atomically (a temporary file
 in the same folder, fsync, rename, so a crash never leaves half a file) and with one
 :func:`provenance` block of the same keys everywhere: the exact command, the commit, whether the
 package differed from that commit, the machine, the Python, numpy and BLAS versions and BLAS thread
@@ -13,7 +14,6 @@ import json
 import os
 import platform
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -96,9 +96,12 @@ def write_json_atomic(path, doc) -> Path:
     return atomic_write(path, lambda f: f.write(json.dumps(doc, indent=1) + "\n"), binary=False)
 
 
-def write_results(path, doc: dict, started: float, command: str | None = None) -> Path:
-    """A results file: ``doc`` and the provenance block's keys beside its own, written atomically."""
-    return write_json_atomic(path, {**doc, **provenance(started, command)})
+def write_results(path, doc: dict, started: float, command: str | None = None) -> dict:
+    """A results file: ``doc`` and the provenance block's keys beside its own, written atomically; returns
+    what it wrote."""
+    doc = {**doc, **provenance(started, command)}
+    write_json_atomic(path, doc)
+    return doc
 
 
 def check_output_path(path, option: str = "--out") -> Path:
@@ -115,37 +118,6 @@ def results_path(out, name: str, quick: bool = False) -> Path:
     """Where a target writes: ``out`` if given, else data/results/<name>.json (<name>_quick.json for a
     quick run), checked for writing now (:func:`check_output_path`)."""
     return check_output_path(Path(out) if out else RESULTS / f"{name}{'_quick' if quick else ''}.json")
-
-
-def prepare_run(run_dir: Path, stamp_data: dict, force: bool, quick: bool) -> bool:
-    """Make ``run_dir`` ready for a training run with the settings ``stamp_data`` (kept in its
-    run_config.json); returns whether a checkpoint is there to resume. A checkpoint made with other
-    settings is refused (one clear line) unless ``force`` or ``quick``, which start afresh."""
-    stamp, ckpt = run_dir / "run_config.json", run_dir / "checkpoint.npz"
-    if ckpt.exists():
-        old = json.loads(stamp.read_text()) if stamp.exists() else None
-        if old != stamp_data and not (force or quick):
-            raise UserError(f"{run_dir} holds a run with other settings: pass --force to train from scratch, "
-                            "or another --runs-dir")
-        if old != stamp_data or force:
-            shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(stamp, stamp_data)
-    return ckpt.exists()
-
-
-def read_results(path, what: str, rows_type: type = dict) -> dict | None:
-    """A results file written earlier (None if there is none); one clear line if it is not one of ``what``'s."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-        if not isinstance(doc.get("rows"), rows_type):
-            raise ValueError("no rows")
-        return doc
-    except (ValueError, AttributeError) as e:
-        raise UserError(f"{path} is not a {what} results file ({e}): move it away or pass another --out") from None
 
 
 def runs_root(runs_dir: str | None) -> Path:

@@ -49,31 +49,41 @@ class Entry:
         return None
 
 
+def _text(value) -> str | None:
+    """A recorded command, commit or date: a non-empty string, else None (another tool's odd types are not ours)."""
+    return value if isinstance(value, str) and value else None
+
+
 def _flags(node: dict) -> tuple[str | None, str | None, bool | None, str | None]:
+    """(command, commit, package modified?, date) of one node: its own keys, else its ``provenance`` block's."""
     prov = node.get("provenance") if isinstance(node.get("provenance"), dict) else {}
-    command = node.get("command") or prov.get("command")
-    commit = node.get("commit") or prov.get("commit")
-    modified = node.get("package_modified_since_commit", prov.get("package_modified_since_commit",
-                                                                    prov.get("package_modified")))
-    date = node.get("date") or prov.get("date")
-    return command, commit, modified, date
+
+    def get(*keys):
+        return next((v for v in (src.get(k) for src in (node, prov) for k in keys) if v is not None), None)
+
+    modified = get("package_modified_since_commit", "package_modified")
+    return (_text(get("command")), _text(get("commit")), modified if isinstance(modified, bool) else None,
+            _text(get("date")))
+
+
+def _rows(doc: dict) -> list[dict]:
+    rows = doc.get("rows")
+    rows = list(rows.values()) if isinstance(rows, dict) else rows if isinstance(rows, list) else []
+    return [r for r in rows if isinstance(r, dict)]
 
 
 def entry_of(doc: dict, path: str) -> Entry:
     """Read the provenance of one results document (top level, ``provenance`` block, or rows)."""
-    command, commit, modified, date = _flags(doc)
-    rows = doc.get("rows")
-    rows = list(rows.values()) if isinstance(rows, dict) else rows if isinstance(rows, list) else []
-    row_flags = [_flags(r) for r in rows if isinstance(r, dict) and _flags(r)[1]]
-    commits = sorted({c for c in [commit] + [f[1] for f in row_flags] if c})
-    flags = ([modified] if commit else []) + [f[2] for f in row_flags]
-    clean = False if any(flags) else None if not flags or any(f is None for f in flags) else True
-    if not command and row_flags:
-        command = row_flags[0][0]
-    dates = [d for d in [date] + [f[3] for f in row_flags] if d]
-    commands = list(dict.fromkeys(c for c in [command] + [f[0] for f in row_flags] if c))
-    return Entry(path=path, command=command, commands=commands, commits=commits, clean=clean, date=max(dates) if dates else None,
-                 kept=doc.get("kept"))
+    top = _flags(doc)
+    row_flags = [f for f in map(_flags, _rows(doc)) if f[1]]
+    nodes = ([top] if top[1] else []) + row_flags  # the nodes that record a commit
+    modified = [f[2] for f in nodes]
+    clean = False if any(modified) else None if not modified or None in modified else True
+    commands = list(dict.fromkeys(c for c in [top[0]] + [f[0] for f in row_flags] if c))
+    dates = [d for d in [top[3]] + [f[3] for f in row_flags] if d]
+    return Entry(path=path, command=commands[0] if commands else None, commands=commands,
+                 commits=sorted({f[1] for f in nodes}), clean=clean, date=max(dates) if dates else None,
+                 kept=_text(doc.get("kept")))
 
 
 def inventory(folder) -> list[Entry]:
@@ -91,6 +101,8 @@ def inventory(folder) -> list[Entry]:
                 doc = json.loads(p.read_text(encoding="utf-8"))
             except ValueError as e:
                 raise UserError(f"{p} is not valid JSON ({e})") from None
+            except RecursionError:
+                raise UserError(f"{p} is nested too deeply to be a results file") from None
             out.append(entry_of(doc if isinstance(doc, dict) else {}, rel))
         else:
             stem = p.relative_to(folder).with_suffix("").as_posix()
@@ -120,7 +132,7 @@ def runs_progress(root) -> list[dict]:
             if (not isinstance(train, dict) or not isinstance(best, (int, type(None))) or isinstance(best, bool)
                     or not isinstance(valid, (int, float, type(None)))):
                 raise TypeError
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             continue  # not a history this package wrote (another tool's, or damaged)
         out.append({"run": hist.parent.relative_to(root).as_posix(), "epochs": len(epochs),
                     "max_epochs": train.get("epochs"), "patience": train.get("patience"),

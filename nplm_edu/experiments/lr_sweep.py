@@ -28,7 +28,8 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig, train
-from .common import results_path, write_results
+from .common import results_path
+from .skeleton import merge_results, read_results
 from .minibatch import SLICE  # the Brown slice of ``reproduce minibatch``: 100,000 / 20,000 tokens
 from .table1 import NETWORKS, TRAIN as TABLE1_TRAIN, single_row, table_corpus
 
@@ -86,6 +87,7 @@ def run_lr_sweep(opts: LrSweepOptions | None = None, spec: CorpusSpec | None = N
                        weight_decay=opts.weight_decay, seed=opts.seed, patience=max(epochs, 1))
     base.validate()
     out = results_path(out, "lr_sweep", opts.quick)
+    read_results(out, "lr-sweep")  # another target's file, or not JSON: refused before the corpus is read
     corpus = sweep_corpus(spec, opts.quick)
     mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **NETWORKS[row])
     doc = {"row": row, "model": asdict(mcfg), "corpus": corpus.name, "V": corpus.V, "quick": bool(opts.quick),
@@ -118,13 +120,20 @@ def run_lr_sweep(opts: LrSweepOptions | None = None, spec: CorpusSpec | None = N
             print("   " + ("diverged" if run["diverged"] else
                            "valid perplexity per epoch: " + ", ".join(f"{e['valid_ppl']:.1f}" for e in run["history"])),
                   flush=True)
-    finished = [r for r in doc["runs"] if not r["diverged"]]
-    doc["best_lr"] = min(finished, key=lambda r: r["best_valid_ppl"])["lr"] if finished else None
-    write_results(out, doc, started)
+    doc = merge_results(out, "lr-sweep", doc, {r["lr"]: r for r in doc["runs"]}, started, field="runs", key="lr",
+                        same=("row", "model", "corpus", "V", "quick", "tokens", "train"), then=with_best)
     if not quiet:
         print_sweep(doc)
     print(f"wrote {out}")
     return out
+
+
+def with_best(doc: dict) -> dict:
+    """The sweep with its runs in increasing eps_0 and the best eps_0 among those that did not diverge."""
+    runs = sorted(doc["runs"], key=lambda r: r["lr"])
+    finished = [r for r in runs if not r["diverged"]]
+    best = min(finished, key=lambda r: r["best_valid_ppl"])["lr"] if finished else None
+    return {**doc, "lrs": [r["lr"] for r in runs], "runs": runs, "best_lr": best}
 
 
 def print_sweep(doc: dict) -> None:

@@ -30,7 +30,8 @@ from ..data.corpus import CorpusSpec
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, train
-from .common import prepare_run, results_path, runs_root, write_results
+from .common import results_path
+from .skeleton import merge_results, read_results, run_folder, runs_for
 from .table1 import NETWORKS, TRAIN as TABLE1_TRAIN, single_row
 
 SLICE = (100_000, 20_000)  # default training / validation tokens on Brown
@@ -73,6 +74,7 @@ def run_minibatch(opts: MinibatchOptions | None = None, spec: CorpusSpec | None 
         spec = replace(spec, train_size=SLICE[0] if spec.train_size is None else spec.train_size,
                        valid_size=SLICE[1] if spec.valid_size is None else spec.valid_size)
     out = results_path(out, "minibatch")
+    read_results(out, "minibatch")  # another target's file, or not JSON: refused before the corpus is read
     corpus = spec.load()
     epochs = opts.epochs
     mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **NETWORKS[row])
@@ -88,10 +90,10 @@ def run_minibatch(opts: MinibatchOptions | None = None, spec: CorpusSpec | None 
         model = FusedNPLM(mcfg)
         if not quiet:
             print(f"== {row} {name}: K = {cfg.batch}, lr {cfg.lr:g}, r {cfg.decay_rate:g}", flush=True)
-        run_dir = runs_root(opts.runs_dir) / out.stem / name  # checkpoints: an interrupted run resumes there
+        run_dir = runs_for(opts.runs_dir, out) / name  # checkpoints: an interrupted run resumes there
         stamp = {"row": row, "model": asdict(mcfg), "corpus": corpus.name, "tokens": doc["tokens"], "train": asdict(cfg)}
-        resume = prepare_run(run_dir, stamp, opts.force, quick=False)
-        history = train(model, corpus, cfg, out_dir=run_dir, resume=resume, quiet=quiet)
+        with run_folder(run_dir, stamp, opts.force, what=name) as resume:
+            history = train(model, corpus, cfg, out_dir=run_dir, resume=resume, quiet=quiet)
         per_epoch = len(corpus.train) - (mcfg.n - 1)
         seconds = sum(e["seconds"] for e in history["epochs"])  # training and validation, across resumptions
         doc["runs"][name] = {
@@ -102,7 +104,8 @@ def run_minibatch(opts: MinibatchOptions | None = None, spec: CorpusSpec | None 
         if not quiet:
             print("   valid perplexity per epoch: " + ", ".join(f"{e['valid_ppl']:.1f}"
                                                             for e in doc["runs"][name]["history"]), flush=True)
-    write_results(out, doc, started)
+    doc = merge_results(out, "minibatch", doc, doc["runs"], started, field="runs",
+                        same=("row", "model", "corpus", "V", "tokens", "weight_decay", "epochs"), order=list(runs_of(opts)))
     print_runs(doc)
     print(f"wrote {out}")
     return out

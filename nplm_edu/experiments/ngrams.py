@@ -14,7 +14,8 @@ from pathlib import Path
 from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..models.ngram import build_model, evaluate, exchange_classes
-from .common import results_path, write_results
+from .common import results_path
+from .skeleton import read_results, write_whole
 
 # the n-gram rows of Table 1 (section 4.1): (model, n, classes) -> the paper's (valid, test) perplexity
 PAPER_NGRAMS = {
@@ -71,6 +72,7 @@ def run_ngrams(opts: NgramsOptions | None = None, spec: CorpusSpec | None = None
     spec = spec or CorpusSpec(corpus="brown")
     started = time.monotonic()
     out = results_path(out, "ngrams")
+    read_results(out, "ngrams")  # another target's file, or not JSON: refused before the corpus is read
     corpus = spec.load()
     clusters: dict[int, tuple] = {}  # c -> (labels, history, seconds): one clustering per c, shared by n
     rows = []
@@ -107,6 +109,6 @@ def run_ngrams(opts: NgramsOptions | None = None, spec: CorpusSpec | None = None
                 "(+ clustering for class rows), wall clock on a shared 2-core machine",
         "rows": rows,
     }
-    write_results(out, doc, started)
+    write_whole(out, "ngrams", doc, started)
     print(f"wrote {out}")
     return out

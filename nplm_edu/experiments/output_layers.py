@@ -31,8 +31,6 @@ the same settings (``--force`` starts the file again).
 
 from __future__ import annotations
 
-import json
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -43,7 +41,8 @@ from ..models.energy import EnergyConfig, EnergyNPLM
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, TrainingDiverged, train
-from .common import provenance, read_results, results_path, runs_root, write_json_atomic, write_results
+from .common import provenance, results_path
+from .skeleton import merge_results, read_results, rounded_history, run_folder, runs_for
 from .output_methods import METHODS, TimedBackend, build_model, energy_slice, evaluate, parse_methods
 from .table1 import ROWS, TRAIN as TABLE1_TRAIN, table_corpus
 
@@ -81,31 +80,21 @@ def settings_of(cfg: TrainConfig, opts: OutputLayersOptions, corpus, epochs: int
 
 
 def read_doc(path: Path) -> dict | None:
-    return read_results(path, "output-layers", list)
+    return read_results(path, "output-layers")
 
 
-def run_dir_for(root: Path, name: str, stamp: dict, force: bool) -> tuple[Path, bool]:
-    """The method's run folder, emptied if it holds a run with other settings; (folder, resuming?)."""
-    folder = root / name
-    stamp_path, ckpt = folder / "run_config.json", folder / "checkpoint.npz"
-    if ckpt.exists():
-        old = json.loads(stamp_path.read_text()) if stamp_path.exists() else None
-        if old != stamp or force:
-            shutil.rmtree(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(stamp_path, stamp)
-    return folder, ckpt.exists()
-
-
-def train_and_measure(name: str, model, desc: dict, corpus, cfg: TrainConfig, folder: Path, resume: bool,
-                      quiet: bool) -> dict:
-    """Train one model through the one trainer (timing the updates), evaluate it exactly: its row."""
+def train_and_measure(name: str, model, desc: dict, corpus, cfg: TrainConfig, folder: Path, stamp: dict,
+                      force: bool, quiet: bool) -> dict:
+    """Train (or resume) one model in ``folder`` through the one trainer (timing the updates), evaluate it
+    exactly: its row."""
     started = time.monotonic()
-    if not quiet:
-        print(f"== {name}: {model.num_params():,} parameters; {'resuming' if resume else 'training'} in {folder}",
-              flush=True)
-    backend = TimedBackend(model, cfg)
-    history = train(model, corpus, cfg, out_dir=folder, resume=resume, quiet=quiet, backend=backend)
+    # a run of other settings is started afresh: the results file's settings were checked already
+    with run_folder(folder, stamp, force, fresh_ok=True, what=name) as resume:
+        if not quiet:
+            print(f"== {name}: {model.num_params():,} parameters; {'resuming' if resume else 'training'} in "
+                  f"{folder}", flush=True)
+        history = train(model, corpus, cfg, out_dir=folder, resume=resume, quiet=quiet,
+                        backend=TimedBackend(model, cfg))
     epochs = history["epochs"]
     timed = [e for e in epochs if not e.get("timing_partial")] or epochs  # epochs timed from start to end
     t_train = sum(e.get("train_seconds", 0.0) for e in timed)
@@ -117,7 +106,7 @@ def train_and_measure(name: str, model, desc: dict, corpus, cfg: TrainConfig, fo
            "train_examples_per_cpu_s": examples / t_cpu if t_cpu else None, "train_cpu_seconds": round(t_cpu, 1),
            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in ev.items()},
            "num_params": model.num_params(), "resumed": resume,
-           "history": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()} for e in epochs]}
+           "history": rounded_history(epochs)}
     row.update(provenance(started))
     if not quiet:
         print(f"   {name}: {row['train_examples_per_s'] or 0:,.0f} examples/s in training, valid {row['valid_ppl']:.1f}, "
@@ -153,9 +142,8 @@ def run_energy(corpus, cfg: TrainConfig, root: Path, quick: bool, force: bool, q
         model = FusedNPLM(NPLMConfig(V=small.V, direct=False, **net)) if name == "full" else EnergyNPLM(
             EnergyConfig(V=small.V, **net))
         stamp = {"method": name, "corpus": small.name, "V": small.V, "train": asdict(cfg)}
-        folder, resume = run_dir_for(root / "energy", name, stamp, force)
-        rows.append(train_and_measure(name, model, {"cost_per_example": small.V}, small, cfg, folder,
-                                      resume, quiet))
+        rows.append(train_and_measure(name, model, {"cost_per_example": small.V}, small, cfg, root / "energy" / name,
+                                      stamp, force, quiet))
     return {"corpus": small.name, "V": small.V, "tokens": dict(zip(("train", "valid", "test"), sizes)),
             "note": "the slice's own vocabulary: words seen fewer than 4 times in the slice are <unk>",
             "rows": with_ratios(rows)}
@@ -167,53 +155,71 @@ def run_output_layers(cfg: TrainConfig = TRAIN, opts: OutputLayersOptions | None
     opts = opts or OutputLayersOptions()
     spec = spec or CorpusSpec(corpus="brown")
     methods = parse_methods(opts.methods, opts.class_file)
+    check_options(opts)
+    cfg = replace(cfg, epochs=min(cfg.epochs, QUICK_EPOCHS) if opts.quick else cfg.epochs)
+    cfg.validate()
     out = results_path(out, "output_layers", opts.quick)
+    read_doc(out)  # another target's file, or not JSON: refused before the corpus is read
     corpus = table_corpus(spec, opts.quick)
-    epochs = min(cfg.epochs, QUICK_EPOCHS) if opts.quick else cfg.epochs
-    cfg = replace(cfg, epochs=epochs)
-    settings = settings_of(cfg, opts, corpus, epochs)
-    root = runs_root(opts.runs_dir) / out.stem
+    settings = settings_of(cfg, opts, corpus, cfg.epochs)
+    root = runs_for(opts.runs_dir, out)
     started = time.monotonic()
     doc = read_doc(out)
     if doc is not None and doc.get("settings") != settings:
         if not opts.force:
             raise UserError(f"{out} was made with other settings: pass --force to start it again, or another --out")
         doc = None
-    doc = doc or {"rows": []}
-    rows = {r["method"]: r for r in doc["rows"]}
+    doc = finish(doc or {"rows": []}, {r["method"]: r for r in (doc or {}).get("rows", [])}, settings, corpus)
     net = NPLMConfig(V=corpus.V, seed=cfg.seed, **NETWORK)
-    ran = False  # a file whose rows were all there already keeps its provenance: nothing was measured
-    for name in methods:
-        if name in rows and "diverged" not in rows[name] and not opts.force:
-            if not quiet:
-                print(f"{name}: already in {out} with these settings, skipped (--force trains it again)")
-            continue
-        model, desc = build_model(name, corpus, net, opts, cache=root, quiet=quiet)
+    todo = to_train(methods, doc, opts.force, out, quiet)
+    # every model built (class file read, samples and classes checked) before the first one trains
+    models = {name: build_model(name, corpus, net, opts, cache=root, quiet=quiet) for name in todo}
+    ran = bool(models) or opts.energy and ("energy" not in doc or opts.force)
+    for name, (model, desc) in models.items():
         stamp = {"method": name, "settings": settings, "layer": desc, "class_file": opts.class_file}
-        folder, resume = run_dir_for(root, name, stamp, opts.force)
         try:
-            rows[name] = train_and_measure(name, model, desc, corpus, cfg, folder, resume, quiet)
+            row = train_and_measure(name, model, desc, corpus, cfg, root / name, stamp, opts.force, quiet)
         except TrainingDiverged as e:  # one method failing does not stop the others
             print(f"   {name}: {e}", flush=True)
-            rows[name] = {"method": name, "layer": desc, "diverged": str(e), **provenance(time.monotonic())}
-        doc = finish(doc, rows, settings, corpus)
-        write_results(out, doc, started)
-        ran = True
+            row = {"method": name, "layer": desc, "diverged": str(e), **provenance(time.monotonic())}
+        doc = merge_rows(out, doc, {name: row}, settings, corpus, started)
     if opts.energy and ("energy" not in doc or opts.force):
         doc["energy"] = run_energy(corpus, cfg, root, opts.quick, opts.force, quiet)
-        write_results(out, finish(doc, rows, settings, corpus), started)
-        ran = True
-    doc = finish(doc, rows, settings, corpus)
-    if ran:
-        write_results(out, doc, started)
+        doc = merge_rows(out, doc, {}, settings, corpus, started)
     print_table(doc)
     print(f"wrote {out}" if ran else f"nothing to train: {out} left as it was")
     return out
 
 
+def check_options(opts: OutputLayersOptions) -> None:
+    """What can be wrong with the options alone, said before the corpus is read and anything trains."""
+    if opts.class_file is not None and not Path(opts.class_file).is_file():
+        raise UserError(f"no class file at {opts.class_file}")
+    for name in ("k_is", "k_nce"):
+        k = getattr(opts, name)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise UserError(f"{name}: the number of samples k must be a whole number >= 1, got {k!r}")
+
+
+def to_train(methods: list[str], doc: dict, force: bool, out: Path, quiet: bool) -> list[str]:
+    """The requested methods not yet in the file with these settings (all with ``force``)."""
+    done = {r["method"] for r in doc["rows"] if "diverged" not in r}
+    for name in methods:
+        if name in done and not force and not quiet:
+            print(f"{name}: already in {out} with these settings, skipped (--force trains it again)")
+    return [m for m in methods if force or m not in done]
+
+
+def merge_rows(out: Path, doc: dict, rows: dict, settings: dict, corpus, started: float) -> dict:
+    """Merge ``rows`` into the results file under its lock, the ratios to the full softmax recomputed there."""
+    return merge_results(out, "output-layers", doc, rows, started, same=("settings",), key="method", order=METHODS,
+                         then=lambda d: {**finish(d, {r["method"]: r for r in d["rows"]}, settings, corpus),
+                                         "target": "output-layers"})
+
+
 def finish(doc: dict, rows: dict, settings: dict, corpus) -> dict:
     ordered = with_ratios([rows[m] for m in METHODS if m in rows])  # the full softmax first
-    return {**{k: v for k, v in doc.items() if k not in ("rows", "energy")}, "settings": settings,
+    return {**{k: v for k, v in doc.items() if k not in ("rows", "energy", "target")}, "settings": settings,
             "corpus": corpus.name, "V": corpus.V, "quick": settings["quick"],
             "note": ("train_examples_per_s: training examples over the wall-clock seconds spent in updates "
                      "(validation excluded), train_examples_per_cpu_s the same over this process's CPU seconds "

@@ -46,8 +46,8 @@ from ..models.rnn import CELLS, RecurrentConfig
 from ..numerics.recurrent import recurrent_model
 from ..training.stream import StreamBackend, StreamConfig, paragraph_id, split_log_probs, split_stream
 from ..training.trainer import TRAJECTORY, TrainConfig, train
-from .common import (RESULTS, command_line, git_commit, is_full_brown, kn5_test, package_modified, prepare_run,
-                     results_path, runs_root, write_results)
+from .common import RESULTS, is_full_brown, kn5_test, provenance, results_path
+from .skeleton import merge_results, read_results, rounded_history, run_folder, runs_for
 from .table1 import table_corpus
 
 _TRAIN = TrainConfig(epochs=15, batch=32, lr=20.0, decay_rate=0.0, lr_decay=0.8, weight_decay=0.0,
@@ -118,15 +118,15 @@ def train_one(cell, corpus, opts, run_root: Path, quiet: bool):
     stamp_data = {"model": asdict(net), "train": {k: getattr(cfg, k) for k in TRAJECTORY}, "stream": asdict(stream),
                   "epochs": cfg.epochs, "patience": cfg.patience, "corpus": corpus.name,
                   "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")}}
-    resumed = prepare_run(run_dir, stamp_data, opts.force, opts.quick)
     model = recurrent_model(net)
-    if not quiet:
-        print(f"== {cell}: m {net.m}, h {net.h}, {model.num_params():,} parameters; B {cfg.batch}, T {stream.T}, "
-              f"lr {cfg.lr:g} (x{cfg.lr_decay:g} per epoch), clip {stream.clip:g}, dropout {cfg.dropout_x:g}/"
-              f"{cfg.dropout_a:g}; {'resuming' if resumed else 'training'} in {run_dir}", flush=True)
     t0 = time.perf_counter()
-    history = train(model, corpus, cfg, out_dir=run_dir, resume=resumed, quiet=quiet,
-                    backend=StreamBackend(model, cfg, stream))
+    with run_folder(run_dir, stamp_data, opts.force, opts.quick, what=cell) as resumed:
+        if not quiet:
+            print(f"== {cell}: m {net.m}, h {net.h}, {model.num_params():,} parameters; B {cfg.batch}, T {stream.T}, "
+                  f"lr {cfg.lr:g} (x{cfg.lr_decay:g} per epoch), clip {stream.clip:g}, dropout {cfg.dropout_x:g}/"
+                  f"{cfg.dropout_a:g}; {'resuming' if resumed else 'training'} in {run_dir}", flush=True)
+        history = train(model, corpus, cfg, out_dir=run_dir, resume=resumed, quiet=quiet,
+                        backend=StreamBackend(model, cfg, stream))
     if not history["epochs"]:
         raise UserError(f"no epoch of {cell} finished: nothing to evaluate")
     return model, history, time.perf_counter() - t0, resumed, (net, cfg, stream)
@@ -165,7 +165,7 @@ def evaluate(cell, model, history, corpus, kn, kn5_ref, seconds, resumed, settin
                 "seconds_training_this_call": round(seconds, 1), "eval_seconds": round(time.perf_counter() - t0, 1),
                 "wall_seconds": round(sum(e["seconds"] for e in epochs) + time.perf_counter() - t0, 1),
                 "resumed": resumed, "settings": {"model": asdict(net), "train": asdict(cfg), "stream": asdict(stream)},
-                "history": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()} for e in epochs]})
+                "history": rounded_history(epochs)})
     return row
 
 
@@ -177,39 +177,24 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
     started = time.monotonic()
     cells = parse_models(opts.models)
     out = results_path(out, "recurrent", opts.quick)
+    read_results(out, "recurrent")  # another target's file, or not JSON: refused before the corpus is read
     corpus = table_corpus(spec, opts.quick)
     for cell in cells:
         settings(cell, opts, corpus.V)  # every setting checked before hours of training
     full_brown = not opts.quick and is_full_brown(corpus, spec.min_count)
-    t0 = time.perf_counter()
-    kn5 = KneserNey(5, corpus.V).fit(corpus.train)
-    kn = {s: batched_log_prob(kn5, *corpus.windows(s, 5))  # every token, in order
-          for s in (("valid", "test") if opts.test else ("valid",))}
-    kn_seconds = time.perf_counter() - t0
-    kn5_ref = kn5_test(corpus, full_brown) or (r3(ppl(kn["test"])) if opts.test else None)
-    doc = {"corpus": corpus.name, "V": corpus.V, "quick": bool(opts.quick),
-           "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")},
-           "what": "recurrent language models (Elman RNN, seed 003 eq. 6; LSTM, section 2.4) read as B parallel "
-                   "streams with truncated BPTT over T steps, state carried; scored with the state carried through "
-                   "each split and reset at every <p>; mixed with our modified Kneser-Ney 5-gram by one EM weight "
-                   "fitted on validation (each row's settings say the rest)",
-           "kn5": {"valid": r3(ppl(kn["valid"])), "test": r3(ppl(kn["test"])) if opts.test else None, "test_ref": kn5_ref,
-                   "ref_source": "data/results/ngrams.json" if full_brown else "fitted in this run",
-                   "seconds": round(kn_seconds, 1)},
-           "targets": TARGETS, "nplm_beyond": _beyond_row() if full_brown else None, "rows": []}
-    kept = _other_rows(out, doc, cells)  # rows of models not run now (e.g. trained by an earlier command)
+    doc, kn, kn5_ref = kn5_baseline(corpus, opts.test, full_brown)
+    doc.update(quick=bool(opts.quick), nplm_beyond=_beyond_row() if full_brown else None)
+    runs = runs_for(opts.runs_dir, out)
     for cell in cells:
-        model, history, seconds, resumed, setting = train_one(cell, corpus, opts, runs_root(opts.runs_dir) / out.stem,
-                                                              quiet)
+        row_started = time.monotonic()
+        model, history, seconds, resumed, setting = train_one(cell, corpus, opts, runs, quiet)
         if not quiet:
             print(f"   scoring {cell} on valid and test (state carried; reset at <p>), mixing with KN5", flush=True)
         row = evaluate(cell, model, history, corpus, kn, kn5_ref, seconds, resumed, setting)
-        row.update(command=command_line(), commit=git_commit(), package_modified_since_commit=package_modified())
-        doc["rows"] = sorted([r for r in kept + doc["rows"] if r["model"] != cell] + [row],
-                             key=lambda r: CELLS.index(r["model"]))
-        doc["complete"] = {r["model"] for r in doc["rows"]} == set(CELLS)
-        doc["target_met"] = _targets_met(doc["rows"]) if full_brown and opts.test else None
-        write_results(out, doc, started)
+        row.update(provenance(row_started))
+        merge_results(out, "recurrent", doc, {cell: row}, started, key="model", order=CELLS,
+                      then=lambda d: {**d, "complete": {r["model"] for r in d["rows"]} == set(CELLS),
+                                      "target_met": _targets_met(d["rows"]) if full_brown and opts.test else None})
         if not quiet:
             print(f"{cell}: valid {row['valid_ppl']}  test {row['test_ppl']} ({row['test_over_kn5']} of KN5)  reset "
                   f"at <p> {row['test_reset_ppl']}  mixed with KN5 {row['mix_test_ppl']} ({row['mix_test_over_kn5']})",
@@ -218,14 +203,24 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
     return out
 
 
-def _other_rows(out: Path, doc: dict, cells) -> list:
-    """The rows of other models in an existing results file of the same corpus, split and mode."""
-    try:
-        old = json.loads(out.read_text())
-    except (OSError, ValueError):
-        return []
-    same = all(old.get(k) == doc[k] for k in ("corpus", "V", "tokens", "quick"))
-    return [r for r in old.get("rows", []) if r.get("model") not in cells] if same else []
+def kn5_baseline(corpus, test: bool, full_brown: bool):
+    """(the results file's header, the KN 5-gram's log-probabilities per split, its reference test perplexity)."""
+    t0 = time.perf_counter()
+    kn5 = KneserNey(5, corpus.V).fit(corpus.train)
+    kn = {s: batched_log_prob(kn5, *corpus.windows(s, 5))  # every token, in order
+          for s in (("valid", "test") if test else ("valid",))}
+    kn5_ref = kn5_test(corpus, full_brown) or (r3(ppl(kn["test"])) if test else None)
+    doc = {"corpus": corpus.name, "V": corpus.V,
+           "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")},
+           "what": "recurrent language models (Elman RNN, seed 003 eq. 6; LSTM, section 2.4) read as B parallel "
+                   "streams with truncated BPTT over T steps, state carried; scored with the state carried through "
+                   "each split and reset at every <p>; mixed with our modified Kneser-Ney 5-gram by one EM weight "
+                   "fitted on validation (each row's settings say the rest)",
+           "kn5": {"valid": r3(ppl(kn["valid"])), "test": r3(ppl(kn["test"])) if test else None, "test_ref": kn5_ref,
+                   "ref_source": "data/results/ngrams.json" if full_brown else "fitted in this run",
+                   "seconds": round(time.perf_counter() - t0, 1)},
+           "targets": TARGETS}
+    return doc, kn, kn5_ref
 
 
 def _targets_met(rows) -> dict:

@@ -53,8 +53,6 @@ sit beside ours (full Brown only).
 
 from __future__ import annotations
 
-import json
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -69,8 +67,8 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import model_from_checkpoint
 from ..training.trainer import TrainConfig, train
-from .common import (is_full_brown, kn5_test, provenance, read_results, results_path, runs_root, write_json_atomic,
-                     write_results)
+from .common import is_full_brown, kn5_test, provenance, results_path
+from .skeleton import merge_results, read_results, rounded_history, run_folder, runs_for
 
 # Table 1 (Brown): the trained rows and the paper's (train, valid, test) perplexities
 ROWS = {
@@ -184,28 +182,6 @@ def explicit_command(row: str, s: dict, spec: CorpusSpec) -> str:
     return cmd + (" --quick" if s["quick"] else "")
 
 
-# --------------------------------------------------------------------------- files
-def merge_write(out: Path, doc: dict, rows: tuple[str, ...], started: float) -> dict:
-    """Write ``rows`` of doc into out, keeping rows that another process wrote there meanwhile.
-
-    Two ``reproduce table1`` processes with the same settings (one per core, different rows) can
-    fill one table: the file is re-read under a lock, merged and replaced atomically."""
-    import fcntl
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.with_name(out.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        disk = read_doc(out)
-        merged = dict(disk["rows"]) if disk and disk.get("settings") == doc.get("settings") else {}
-        merged.update({k: v for k, v in doc["rows"].items() if k not in merged or k in rows})
-        if disk and "trigram" in disk and "trigram" not in doc:
-            doc["trigram"] = disk["trigram"]
-        rows_sorted = {k: merged[k] for k in LISTED if k in merged}  # table order, then the extra networks
-        doc = {**{k: v for k, v in doc.items() if k != "rows"}, "rows": rows_sorted}  # rows last: easier to read
-        write_results(out, doc, started)
-    return doc
-
-
 def read_doc(path: Path) -> dict | None:
     return read_results(path, "table1")
 
@@ -214,26 +190,61 @@ def read_doc(path: Path) -> dict | None:
 def train_row(row: str, corpus, s: dict, run_dir: Path, force: bool, quiet: bool):
     """Train (or resume) one odd row in run_dir; returns (model with the best parameters, history)."""
     mcfg = NPLMConfig(V=corpus.V, seed=s["seed"], **NETWORKS[row])
-    stamp_data = {"model": asdict(mcfg), **_table_part(s)}
-    stamp, ckpt = run_dir / "row_config.json", run_dir / "checkpoint.npz"
-    if ckpt.exists():
-        old = json.loads(stamp.read_text()) if stamp.exists() else None
-        if old != stamp_data and not (force or s["quick"]):
-            raise UserError(f"{run_dir} holds a run of {row} with other settings: pass --force to train it "
-                            f"again from scratch, or another --runs-dir")
-        if old != stamp_data or force:
-            shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(stamp, stamp_data)
     cfg = TrainConfig(epochs=s["epochs"], batch=s["batch"], lr=s["lr"], decay_rate=s["decay_rate"],
                       weight_decay=s["weight_decay"], seed=s["seed"], patience=s["patience"])
     model = FusedNPLM(mcfg)
-    resumed = ckpt.exists()
-    if not quiet:
-        print(f"== {row}: n {mcfg.n}, h {mcfg.h}, m {mcfg.m}, direct {mcfg.direct}, {model.num_params():,} "
-              f"parameters; {'resuming' if resumed else 'training'} in {run_dir}", flush=True)
-    history = train(model, corpus, cfg, out_dir=run_dir, resume=resumed, quiet=quiet)
+    stamp = {"model": asdict(mcfg), **_table_part(s)}
+    with run_folder(run_dir, stamp, force, s["quick"], what=row, name="row_config.json") as resumed:
+        if not quiet:
+            print(f"== {row}: n {mcfg.n}, h {mcfg.h}, m {mcfg.m}, direct {mcfg.direct}, {model.num_params():,} "
+                  f"parameters; {'resuming' if resumed else 'training'} in {run_dir}", flush=True)
+        history = train(model, corpus, cfg, out_dir=run_dir, resume=resumed, quiet=quiet)
     return model, history, resumed
+
+
+def row_entries(row: str, model, history: dict, ev: dict, s: dict, full_brown: bool, stamp: dict, run: dict) -> dict:
+    """The results file's rows for one trained network: its own and, for a row of the table, the mixed
+    even row below it."""
+    epochs = history["epochs"]
+    paper = PAPER.get(row, (None, None, None)) if full_brown else (None, None, None)
+    out = {row: {
+        "row": row, **NETWORKS[row], "mix": False, "model": asdict(model.config),
+        "train_settings": {k: s[k] for k in TABLE_KEYS + ("epochs", "patience")},
+        "epochs_run": len(epochs), "best_epoch": history["best_epoch"], "updates": history["updates"],
+        "early_stopped": len(epochs) < s["epochs"], "resumed": run["resumed"],
+        "train": r3(ev["train"]), "valid": r3(ev["valid"]), "test": r3(ev["test"]),
+        "paper": dict(zip(("train", "valid", "test"), paper)),
+        "mixtures": {k: {kk: (r3(vv) if kk != "weights" else vv) for kk, vv in v.items()} for k, v in ev["mix"].items()},
+        "test_by_frequency": ev["test_by_frequency"], "history": rounded_history(epochs),
+        "seconds_training": round(sum(e["seconds"] for e in epochs), 2),
+        "seconds_evaluation": run["seconds_evaluation"], **stamp}}
+    even = next((k for k, v in MIXED.items() if v == row), None)  # None: a network beside the table
+    if even:
+        out[even] = {"row": even, **ROWS[row], "mix": True, "network": row, "mix_weight": 0.5,
+                     "valid": r3(ev["mix"]["0.5"]["valid"]), "test": r3(ev["mix"]["0.5"]["test"]),
+                     "paper": dict(zip(("valid", "test"), PAPER[even][1:] if full_brown else (None, None))), **stamp}
+    return out
+
+
+NOTE = ("perplexity over every token of each split (valid/test contexts reach into the previous split); mix = the "
+        "network mixed with the deleted-interpolation trigram: weight 0.5 (the paper's), one EM weight fitted on "
+        "validation, or one EM weight per trigram context bin; test_by_frequency: test tokens binned by the "
+        "target's training count, mean natural-log probabilities; seconds are wall clock on a shared machine "
+        "(noisy)")
+
+
+def start_doc(out: Path, s: dict, corpus, force: bool) -> dict:
+    """The results file as it stands (refused if of other settings, unless ``force``), with this run's header."""
+    doc = read_doc(out)
+    if doc is not None and doc.get("settings") != _table_part(s):
+        if not force:
+            raise UserError(f"{out} was made with other settings ({_diff(doc.get('settings'), _table_part(s))}): "
+                            f"pass --force to start the table again, or another --out")
+        doc = None
+    doc = doc or {"rows": {}}
+    doc.update(settings=_table_part(s), corpus=corpus.name, V=corpus.V, tokens=s["corpus"]["tokens"],
+               quick=bool(s["quick"]), note=NOTE)
+    return doc
 
 
 # --------------------------------------------------------------------------- the target
@@ -243,25 +254,14 @@ def run_table1(cfg: TrainConfig = TRAIN, opts: Table1Options | None = None, spec
     opts = opts or Table1Options()
     spec = spec or CorpusSpec(corpus="brown")
     rows = parse_rows(opts.rows)
+    cfg.validate()
     out = results_path(out, "table1", opts.quick)
+    read_doc(out)  # another target's file, or not JSON: refused before the corpus is read
     corpus = table_corpus(spec, opts.quick)
     s = settings_of(cfg, spec, corpus, opts.quick)
-    runs = runs_root(opts.runs_dir) / out.stem
-    doc = read_doc(out)
-    if doc is not None and doc.get("settings") != _table_part(s):
-        if not opts.force:
-            raise UserError(f"{out} was made with other settings ({_diff(doc.get('settings'), _table_part(s))}): "
-                            f"pass --force to start the table again, or another --out")
-        doc = None
+    runs = runs_for(opts.runs_dir, out)
+    doc = start_doc(out, s, corpus, opts.force)
     full_brown = not opts.quick and is_full_brown(corpus, spec.min_count)  # the paper's setting
-    doc = doc or {"rows": {}}
-    doc.update(settings=_table_part(s), corpus=corpus.name, V=corpus.V, tokens=s["corpus"]["tokens"],
-               quick=bool(opts.quick), note=(
-                   "perplexity over every token of each split (valid/test contexts reach into the previous "
-                   "split); mix = the network mixed with the deleted-interpolation trigram: weight 0.5 (the "
-                   "paper's), one EM weight fitted on validation, or one EM weight per trigram context bin; "
-                   "test_by_frequency: test tokens binned by the target's training count, mean natural-log "
-                   "probabilities; seconds are wall clock on a shared machine (noisy)"))
     tri = train_counts = None
     todo = [r for r in rows if opts.force or _row_stale(doc["rows"].get(r), s)]
     for r in rows:
@@ -276,33 +276,14 @@ def run_table1(cfg: TrainConfig = TRAIN, opts: Table1Options | None = None, spec
             print(f"   {row}: scoring train, valid and test, mixing with the trigram", flush=True)
         t0 = time.perf_counter()
         ev = evaluate_row(model, tri, corpus, train_counts)
-        t_eval = time.perf_counter() - t0
-        epochs = history["epochs"]
-        paper = PAPER.get(row, (None, None, None)) if full_brown else (None, None, None)
         stamp = {**provenance(started), "command_explicit": explicit_command(row, s, spec)}
-        doc["rows"][row] = {
-            "row": row, **NETWORKS[row], "mix": False, "model": asdict(model.config),
-            "train_settings": {k: s[k] for k in TABLE_KEYS + ("epochs", "patience")},
-            "epochs_run": len(epochs), "best_epoch": history["best_epoch"], "updates": history["updates"],
-            "early_stopped": len(epochs) < s["epochs"], "resumed": resumed,
-            "train": r3(ev["train"]), "valid": r3(ev["valid"]), "test": r3(ev["test"]),
-            "paper": dict(zip(("train", "valid", "test"), paper)),
-            "mixtures": {k: {kk: (r3(vv) if kk != "weights" else vv) for kk, vv in v.items()}
-                         for k, v in ev["mix"].items()},
-            "test_by_frequency": ev["test_by_frequency"],
-            "history": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()} for e in epochs],
-            "seconds_training": round(sum(e["seconds"] for e in epochs), 2), "seconds_evaluation": round(t_eval, 2),
-            **stamp}
-        even = next((k for k, v in MIXED.items() if v == row), None)  # None: a network beside the table
-        if even:
-            doc["rows"][even] = {"row": even, **ROWS[row], "mix": True, "network": row, "mix_weight": 0.5,
-                                 "valid": r3(ev["mix"]["0.5"]["valid"]), "test": r3(ev["mix"]["0.5"]["test"]),
-                                 "paper": dict(zip(("valid", "test"), PAPER[even][1:] if full_brown else (None, None))),
-                                 **stamp}
-        doc = merge_write(out, doc, (row, even) if even else (row,), started)
+        run = {"resumed": resumed, "seconds_evaluation": round(time.perf_counter() - t0, 2)}
+        new = row_entries(row, model, history, ev, s, full_brown, stamp, run)
+        doc = merge_results(out, "table1", doc, new, started, same=("settings",), order=LISTED)
         if not quiet:
             print(f"   {row}: valid {ev['valid']:.1f}, test {ev['test']:.1f}; mixed at 0.5 with the trigram"
-                  f"{f' ({even})' if even else ''}: test {ev['mix']['0.5']['test']:.1f}; written to {out}", flush=True)
+                  f"{f' ({list(new)[1]})' if len(new) > 1 else ''}: test {ev['mix']['0.5']['test']:.1f}; written to "
+                  f"{out}", flush=True)
     if opts.save_features and not opts.quick:
         save_features(read_doc(out) or doc, runs, corpus, out.with_name(out.stem + "_features.npz"), quiet)
     print_table(read_doc(out) or doc, kn5_test(corpus, full_brown))
