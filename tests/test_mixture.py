@@ -116,7 +116,8 @@ def test_bad_mixtures():
 
 
 def test_with_the_interpolated_trigram():
-    ngram = pytest.importorskip("nplm_edu.models.ngram")
+    from nplm_edu.models import ngram
+
     rng = np.random.default_rng(0)
     V = 12
     ids = rng.integers(0, V, 2000)
@@ -134,7 +135,6 @@ def test_with_the_interpolated_trigram():
 
 
 def test_mix_command(tmp_path, capsys):
-    pytest.importorskip("nplm_edu.models.ngram")
     import argparse
     import json
 
