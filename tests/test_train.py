@@ -22,7 +22,8 @@ from nplm_edu.models.nplm import NPLMConfig
 from nplm_edu.numerics.fused import FusedNPLM
 from nplm_edu.training.checkpoint import FORMAT, TrainState, load_checkpoint, model_from_checkpoint, save_checkpoint
 from nplm_edu.training.optim import learning_rate, sgd_step
-from nplm_edu.training.trainer import TrainConfig, TrainingDiverged, epoch_order, train
+from nplm_edu.training.batches import epoch_order
+from nplm_edu.training.trainer import TrainConfig, TrainingDiverged, train
 
 
 def data(V=20, n=3, N=600, seed=0):
@@ -212,13 +213,13 @@ def test_nonfinite_loss_stops_training_and_keeps_the_epoch_checkpoint(tmp_path, 
 
 
 def test_the_one_line_names_the_checkpoint_this_run_falls_back_on(tmp_path):
-    """Ctrl-C where nothing is saved inside an epoch (hogwild, MPI: a backend that is not
-    interruptible) names the checkpoint kept and where it stands; a fresh start over an earlier run's
+    """Ctrl-C where nothing is saved inside an epoch (hogwild, MPI: a backend that saves at epoch
+    ends only) names the checkpoint kept and where it stands; a fresh start over an earlier run's
     checkpoint (what --force does) says none of its own was written, though that file is still there."""
     from nplm_edu.training.backends import SerialBackend
 
     class Uninterruptible(SerialBackend):  # Ctrl-C arrives as KeyboardInterrupt, as under hogwild
-        interruptible = False
+        saves_inside_epochs = flags_signals = False
 
     cfg = TrainConfig(epochs=3, batch=32, lr=0.3, seed=5)  # 19 updates per epoch
     model = new_model()
@@ -720,9 +721,9 @@ def test_too_little_disk_space_is_found_before_training(tmp_path, monkeypatch):
 
 
 def test_a_failed_save_says_which_file_and_what_is_kept(tmp_path, monkeypatch):
-    import nplm_edu.training.trainer as train_mod
+    import nplm_edu.training.keeper as keeper_mod
 
-    save, calls = train_mod.save_checkpoint, []
+    save, calls = keeper_mod.save_checkpoint, []
 
     def full_disk(*args, **kw):
         calls.append(1)
@@ -730,7 +731,7 @@ def test_a_failed_save_says_which_file_and_what_is_kept(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         return save(*args, **kw)
 
-    monkeypatch.setattr(train_mod, "save_checkpoint", full_disk)
+    monkeypatch.setattr(keeper_mod, "save_checkpoint", full_disk)
     out = tmp_path / "run"
     with pytest.raises(UserError) as info:
         run(tmp_path, "run", 3)
@@ -742,12 +743,12 @@ def test_a_failed_save_says_which_file_and_what_is_kept(tmp_path, monkeypatch):
 def test_a_failed_copy_of_the_validated_checkpoint_names_the_copy(tmp_path, monkeypatch):
     """Inside epoch 2 the end of epoch 1 is kept aside first: when that copy cannot be written, the line
     names the copy, not checkpoint.npz, which is untouched."""
-    import nplm_edu.training.trainer as train_mod
+    import nplm_edu.training.keeper as keeper_mod
 
     def full_disk(path, copy):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(train_mod, "keep_aside", full_disk)
+    monkeypatch.setattr(keeper_mod, "keep_aside", full_disk)
     out = tmp_path / "run"
     with pytest.raises(UserError) as info:
         run(tmp_path, "run", 3, minutes=0.0)
@@ -903,7 +904,7 @@ def test_a_failed_output_check_leaves_no_new_folder(tmp_path, monkeypatch, capsy
 
 
 def test_a_fresh_start_whose_first_save_fails_leaves_the_earlier_runs_files_together(tmp_path, monkeypatch):
-    import nplm_edu.training.trainer as train_mod
+    import nplm_edu.training.keeper as keeper_mod
 
     out = tmp_path / "run"
     train(new_model(), data(), TrainConfig(epochs=3, batch=32, lr=0.3, seed=5, max_updates=25), out_dir=out, quiet=True)
@@ -911,7 +912,7 @@ def test_a_fresh_start_whose_first_save_fails_leaves_the_earlier_runs_files_toge
     def full_disk(*args, **kw):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(train_mod, "save_checkpoint", full_disk)
+    monkeypatch.setattr(keeper_mod, "save_checkpoint", full_disk)
     with pytest.raises(UserError, match="No space left on device"):
         run(tmp_path, "run", 1, minutes=0.0)
     assert load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"] == 25

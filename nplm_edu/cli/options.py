@@ -13,7 +13,7 @@ import dataclasses
 import re
 
 from ..models.nplm import DTYPES
-from ..training.trainer import OPTIMIZERS
+from ..training.config import OPTIMIZERS
 
 # fields that take one of a fixed set of values, whichever dataclass they belong to: argparse refuses others
 CHOICES = {"optimizer": OPTIMIZERS, "dtype": DTYPES}

@@ -47,7 +47,8 @@ from ..errors import UserError
 from ..models.ngram import KneserNey
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
-from ..training.trainer import TRAJECTORY, TrainConfig, train
+from ..training.config import TRAJECTORY, TrainConfig
+from ..training.trainer import train
 from .common import RESULTS, is_full_brown, kn5_test, results_path
 from .skeleton import read_results, rounded_history, run_folder, runs_for, write_whole
 from .table1 import table_corpus

@@ -45,7 +45,8 @@ from ..models.ngram import KneserNey
 from ..models.rnn import CELLS, RecurrentConfig
 from ..numerics.recurrent import recurrent_model
 from ..training.stream import StreamBackend, StreamConfig, paragraph_id, split_log_probs, split_stream
-from ..training.trainer import TRAJECTORY, TrainConfig, train
+from ..training.config import TRAJECTORY, TrainConfig
+from ..training.trainer import train
 from .common import RESULTS, is_full_brown, kn5_test, provenance, results_path
 from .skeleton import merge_results, read_results, rounded_history, run_folder, runs_for
 from .table1 import table_corpus

@@ -87,6 +87,12 @@ class EnergyNPLM(LanguageModel):
     def config_dict(self) -> dict:
         return asdict(self.config)
 
+    def batch_bytes(self, K: int) -> int:
+        """A lower bound on the memory one update holds beside the parameters: the (chunk, |V|, h)
+        hidden units of every candidate word, a chunk of examples at a time."""
+        cfg = self.config
+        return min(K, self.chunk) * cfg.V * cfg.h * np.dtype(cfg.dtype).itemsize
+
     check_ids = NPLM.check_ids  # contexts (K, n-1) and targets (K,) of word ids, else one UserError
 
     # ----------------------------------------------------------------- forward

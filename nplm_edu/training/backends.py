@@ -11,55 +11,79 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UserError
+from .batches import WindowBatches
 from .checkpoint import TrainState, set_params
 from .optim import Adam, dropout_mask, sgd_step
 
 
-class ModelBackend:
-    """What every backend shares when the process holds the whole model: evaluation with it, its
-    parameters for checkpoints, no optimizer state, no random state of its own. A backend adds
-    ``update(contexts, targets, lr) -> loss`` (one minibatch) or ``run_epoch(order, state, config)``."""
+class Backend:
+    """What the trainer asks of every backend, declared once. The defaults are those of a process
+    holding the whole model: the n-gram windows of :class:`~nplm_edu.training.batches.WindowBatches`,
+    evaluation with the model, its parameters for checkpoints, no optimizer state, no random state
+    of its own, one update per call of :meth:`update`, Ctrl-C taken between updates.
 
-    writer = True  # this process writes the checkpoint and history
-    interruptible = True  # Ctrl-C / SIGTERM and timed checkpoints inside an epoch
-    stops_together = False  # if not interruptible: Ctrl-C / SIGTERM still stop it, at an update stop_requested agrees on
+    ``writer``: this process writes the checkpoint and history (rank 0 of an MPI job).
+    ``saves_inside_epochs``: timed and Ctrl-C checkpoints between updates (else at epoch ends only).
+    ``flags_signals``: Ctrl-C and SIGTERM set a flag read between updates (else they raise at once:
+    hogwild, whose epoch is one call). ``progress``: set by the trainer, called with the examples
+    done so far while one call of :meth:`update` runs (hogwild's epoch)."""
+
+    writer = True
+    saves_inside_epochs = True
+    flags_signals = True
+    progress = None
 
     def __init__(self, model):
         self.model = model
+
+    def batches(self, data, config):
+        """The plan of an epoch (its batches, validation data, fingerprint of the data)."""
+        return WindowBatches(data, self.model.order, config)
+
+    def update(self, *batch_and_lr) -> float:
+        """One call on a batch of the plan, with the learning rate last; returns its mean training loss."""
+        raise NotImplementedError
+
+    def updates_in(self, count: int) -> int:
+        """Updates one call of :meth:`update` made, on a batch of ``count`` examples."""
+        return 1
+
+    def stop_requested(self, flag: bool, now: bool = False) -> bool:
+        """Whether to stop now, given this process's Ctrl-C / SIGTERM flag (called after every update,
+        and with ``now`` at the end of every epoch)."""
+        return flag
 
     def perplexity(self, contexts, targets) -> float:
         return self.model.perplexity(contexts, targets, batch=1024)
 
     def params(self) -> dict:
+        """The arrays a checkpoint saves as the parameters."""
         return self.model.params
 
     def load(self, params: dict) -> None:
         set_params(self.model, params)
 
     def extra_arrays(self) -> dict:
+        """More arrays for the checkpoint (optimizer state, a stream's carried state)."""
         return {}
 
     def load_extra(self, arrays: dict, state: TrainState) -> None:
         pass
 
     def save_rng(self, state: TrainState) -> None:
-        pass
+        """Put this backend's random state (the dropout masks') into ``state`` before a checkpoint."""
 
     def epoch_extra(self) -> dict:
+        """More fields for the epoch's line of the history."""
         return {}
 
     def batch_bytes(self, K: int) -> int:
         """A lower bound on the memory one update on K examples takes beside the parameters, in all
-        the processes of this machine (0 when the model cannot say)."""
-        return self.model.batch_bytes(K) if hasattr(self.model, "batch_bytes") else 0
-
-    def stop_requested(self, flag: bool, now: bool = False) -> bool:
-        """Whether to stop now, given this process's Ctrl-C / SIGTERM flag (called after every update
-        when ``stops_together``, and with ``now`` at the end of every epoch)."""
-        return flag
+        the processes of this machine."""
+        return self.model.batch_bytes(K)
 
 
-class SerialBackend(ModelBackend):
+class SerialBackend(Backend):
     """One process: the model's own forward/backward and the optimizer of ``config`` (a
     :class:`~nplm_edu.training.trainer.TrainConfig`).
 

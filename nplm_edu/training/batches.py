@@ -50,6 +50,9 @@ class WindowBatches:
     def order(self, rng: np.random.Generator) -> np.ndarray:
         return epoch_order(len(self.tgt), rng)[:self.per_epoch]
 
+    def limit(self, order, updates_left):  # each batch is one update: the trainer counts them itself
+        return order
+
     def done(self, batches: int) -> int:  # examples in the first `batches` batches of an epoch
         return min(batches * self.K, self.per_epoch)
 

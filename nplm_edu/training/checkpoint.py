@@ -29,7 +29,10 @@ FORMAT = "nplm-edu-checkpoint-2"
 
 
 class TrainingDiverged(UserError):
-    """The loss or the parameters became NaN, infinite or exploded."""
+    """The loss or the parameters became NaN, infinite or exploded. ``report``: (what, at, detail)
+    for the trainer's one line, when a backend found it (a hogwild worker), else None."""
+
+    report = None
 
 
 def check_types(cls, d: dict, what: str, path=None) -> None:

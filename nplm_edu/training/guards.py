@@ -20,6 +20,11 @@ import numpy as np
 from ..errors import UserError
 
 
+class RunFailed(UserError):
+    """A part of the run outside this process failed (a hogwild worker killed or crashed): the
+    trainer adds what the run keeps to its one line."""
+
+
 @contextmanager
 def sigterm_as_ctrl_c():
     """Inside, SIGTERM (sent by ``timeout`` and batch schedulers) raises KeyboardInterrupt as Ctrl-C

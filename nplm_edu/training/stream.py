@@ -30,7 +30,7 @@ from ..data.vocab import PARAGRAPH
 from ..errors import UserError, a_model
 from ..models.rnn import RecurrentConfig
 from ..numerics.recurrent import recurrent_model
-from .backends import ModelBackend
+from .backends import Backend
 from .checkpoint import TrainState, build_from_meta, load_checkpoint, set_params
 from .clip import check_clip, clip_grad_norm
 from .guards import perplexity_of  # noqa: F401 -- the stream's perplexity, importable from here
@@ -100,6 +100,9 @@ class StreamBatches:
     def order(self, rng):
         return None  # a stream is read in order: nothing is drawn
 
+    def limit(self, order, updates_left):
+        return order
+
     def done(self, batches: int) -> int:
         return self.B * min(batches * self.T, self.L - 1)
 
@@ -111,9 +114,9 @@ class StreamBatches:
         return (X, Y, resets, j == 0), X.size
 
 
-class StreamBackend(ModelBackend):
+class StreamBackend(Backend):
     """One process training a recurrent model on the stream (see the module docstring); the
-    parameters, checkpoint hooks and flags of :class:`~nplm_edu.training.backends.ModelBackend`."""
+    parameters and checkpoint hooks of :class:`~nplm_edu.training.backends.Backend`."""
 
     def __init__(self, model, config, stream: StreamConfig | None = None):
         super().__init__(model)
@@ -162,6 +165,10 @@ class StreamBackend(ModelBackend):
         self.norms += (norm, 1, norm > self.stream.clip)
         sgd_step(m.params, grads, lr, c.weight_decay, m.decayed, rows)
         return loss
+
+    def batch_bytes(self, K: int) -> int:
+        """The scores of the K T positions of one batch (K: the parallel streams B)."""
+        return K * self.stream.T * self.model.V * np.dtype(self.model.config.dtype).itemsize
 
     def epoch_extra(self) -> dict:
         s, n, clipped = self.norms

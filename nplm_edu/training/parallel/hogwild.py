@@ -29,9 +29,10 @@ import numpy as np
 
 from ...errors import UserError
 from ..checkpoint import TrainingDiverged, set_params
-from ..guards import exploded, sigterm_as_ctrl_c
+from ..guards import RunFailed, exploded, sigterm_as_ctrl_c
 from ..optim import learning_rate
-from ..backends import ModelBackend
+from ..backends import Backend
+from ..batches import WindowBatches
 from .output_block import OutputBlockSGD, epoch_batches
 
 
@@ -62,7 +63,7 @@ class HogwildDiverged(TrainingDiverged):
                          f"of {workers}); try a smaller learning rate")
 
 
-class WorkerFailed(UserError):
+class WorkerFailed(RunFailed):
     """A hogwild worker process ended abnormally (killed, or an error inside it)."""
 
 
@@ -209,12 +210,31 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
     return HogwildResult(trainer.gather(), workers, locked, examples, updates, seconds, train_nll)
 
 
-class HogwildBackend(ModelBackend):
-    """Hogwild as a backend of :func:`nplm_edu.training.trainer.train`: each epoch's examples (the
-    serial trainer's order) are split over P forked workers sharing the parameters. Updates are
-    asynchronous, so runs are not bit-reproducible; checkpoints are written after every epoch only."""
+class HogwildEpochs(WindowBatches):
+    """The serial trainer's epoch as one batch: the P workers train on all of its examples at once."""
 
-    interruptible = False
+    def __init__(self, data, n: int, config):
+        super().__init__(data, n, config)
+        self.n_batches = 1
+
+    def limit(self, order, updates_left):  # max_updates: the examples of that many updates
+        return order if updates_left is None else order[:max(0, updates_left) * self.K]
+
+    def done(self, batches: int) -> int:
+        return self.per_epoch if batches else 0
+
+    def batch(self, order, j: int):
+        return (order,), len(order)
+
+
+class HogwildBackend(Backend):
+    """Hogwild as a backend of :func:`nplm_edu.training.trainer.train`: each epoch's examples (the
+    serial trainer's order) are split over P forked workers sharing the parameters, in one call of
+    :meth:`update`. Updates are asynchronous, so runs are not bit-reproducible; checkpoints are
+    written after every epoch only, and Ctrl-C or SIGTERM stop the workers at once."""
+
+    saves_inside_epochs = False
+    flags_signals = False
 
     def __init__(self, model, config, windows, workers: int = 2, locked: bool = False):
         if config.optimizer != "sgd" or config.dropout_x or config.dropout_a or config.tie:
@@ -223,18 +243,29 @@ class HogwildBackend(ModelBackend):
             raise UserError(f"workers must be at least 1, got {workers}")
         super().__init__(model)
         self.config, self.windows, self.workers, self.locked = config, windows, workers, locked
-        self._extra = {}
+        self._extra, self.step, self.epoch, self.updates = {}, 0, 0, 0  # updates and epochs done so far
 
-    def run_epoch(self, order, state, config, progress=None) -> tuple[float, int]:
-        """Train on ``order`` with P workers; returns (mean training NLL, updates). ``progress``:
-        called with the examples done so far, while the workers run."""
+    def batches(self, data, config):
+        return HogwildEpochs(data, self.model.order, config)
+
+    def update(self, order, lr: float) -> float:
+        """Train on the epoch's ``order`` with P workers; returns the mean training NLL. Each worker's
+        update t has the schedule's rate lr_t (``lr``, the rate of the epoch's first update, is not used)."""
         c = self.config
         res = train_hogwild(self.model.params, *self.windows, workers=self.workers, batch_size=c.batch, lr=c.lr,
-                            r=c.decay_rate, lr_decay=c.lr_decay, epoch=state.epoch, weight_decay=c.weight_decay,
-                            locked=self.locked, order=order, t0=state.step, progress=progress)
+                            r=c.decay_rate, lr_decay=c.lr_decay, epoch=self.epoch, weight_decay=c.weight_decay,
+                            locked=self.locked, order=order, t0=self.step, progress=self.progress)
         set_params(self.model, res.params)
         self._extra = {"updates_per_s": res.updates_per_s}
-        return res.train_nll, res.updates
+        self.updates = res.updates
+        self.step, self.epoch = self.step + res.updates, self.epoch + 1
+        return res.train_nll
+
+    def updates_in(self, count: int) -> int:
+        return self.updates
+
+    def load_extra(self, arrays: dict, state) -> None:
+        self.step, self.epoch = state.step, state.epoch
 
     def epoch_extra(self) -> dict:
         return self._extra

@@ -45,7 +45,7 @@ from ...numerics.head import softmax_nll
 from ...progress import progress_bar
 from ..checkpoint import set_params
 from ..optim import learning_rate
-from ..backends import ModelBackend
+from ..backends import Backend
 
 
 def block_range(V: int, M: int, i: int) -> tuple[int, int]:
@@ -281,7 +281,7 @@ def train_steps(trainer: OutputBlockSGD, contexts: np.ndarray, targets: np.ndarr
     return total / max(count, 1)
 
 
-class OutputBlockBackend(ModelBackend):
+class OutputBlockBackend(Backend):
     """The output-block algorithm as a backend of :func:`nplm_edu.training.trainer.train`: every rank
     runs the same loop (same order, same learning rates); rank 0 writes the history and checkpoints.
 
@@ -290,8 +290,7 @@ class OutputBlockBackend(ModelBackend):
     it every ``STOP_CHECK_EVERY`` updates), keeping the last epoch's checkpoint, from which resume
     continues."""
 
-    interruptible = False
-    stops_together = True  # Ctrl-C or SIGTERM on any rank: every rank stops after the same update
+    saves_inside_epochs = False  # Ctrl-C or SIGTERM on any rank: every rank stops after the same update
     STOP_CHECK_EVERY = 16  # updates between two agreements on that (one Allreduce of one number)
 
     def __init__(self, model, config, comm=None):
