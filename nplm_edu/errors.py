@@ -11,7 +11,11 @@ from dataclasses import fields
 
 
 class UserError(Exception):
-    """Bad input from the user: printed as one line by the command line, exit status 2."""
+    """Bad input from the user: printed as one line by the command line, exit status 2, and as one
+    line in a notebook too (IPython shows what ``_render_traceback_`` returns instead of a traceback)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
 
 
 OUT_OF_MEMORY = "out of memory: try a smaller --batch, model or corpus"

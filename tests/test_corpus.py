@@ -415,3 +415,30 @@ def test_a_cache_write_removes_what_a_killed_writer_left(cache, tmp_path):
     load_corpus(str(text))
     assert not old.exists() and fresh.exists() and all(p.exists() for p in theirs)
     assert len(list(cache.glob("text-*.npz"))) == 1
+
+
+def test_without_brown_a_notebook_shows_one_line_not_a_traceback(cache, monkeypatch, tmp_path):
+    """A chapter run without the corpus: the package's one line in its first cell, for the corpus
+    and for NLTK's reader alike, not NLTK's LookupError with its frames."""
+    import nltk.data
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    import nltk.corpus
+    from nltk.corpus.reader import CategorizedTaggedCorpusReader
+    from nltk.corpus.util import LazyCorpusLoader
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "no_nltk_data")])
+    monkeypatch.setattr(nltk.corpus, "brown", LazyCorpusLoader(  # a reader not yet loaded in this process
+        "brown", CategorizedTaggedCorpusReader, r"c[a-z]\d\d", cat_file="cats.txt", tagset="brown", encoding="ascii"))
+    shell = InteractiveShell.instance()
+    try:
+        for cell in ("from nplm_edu.data.corpus import load_corpus\nload_corpus('brown')",
+                     "from nplm_edu.data.corpus import brown_reader\nbrown_reader()"):
+            with capture_output() as out:
+                result = shell.run_cell(cell)
+            assert isinstance(result.error_in_exec, UserError)
+            shown = (out.stdout + out.stderr).strip()
+            assert shown == "UserError: the Brown corpus is not in NLTK_DATA; fix: python -m nltk.downloader brown", shown
+    finally:
+        InteractiveShell.clear_instance()

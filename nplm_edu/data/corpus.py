@@ -23,11 +23,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .files import atomic_write, atomic_writes, remove_stale_temporaries
 from ..errors import UserError, option
-from .sources import BROWN_FIX, brown_available, brown_source, brown_tokens, text_token_chunks, text_tokens
+from .sources import BROWN_FIX, brown_available, brown_reader, brown_source, brown_tokens, text_token_chunks, text_tokens
 from .vocab import PARAGRAPH, TEXT, UNK, Vocabulary, encode_stream
 
 __all__ = ["BROWN_FIX", "PARAGRAPH", "TEXT", "UNK", "Corpus", "CorpusSpec", "Vocabulary", "brown_available",
-           "brown_source", "brown_tokens", "encode_stream", "export", "load_corpus", "resolve_split",
+           "brown_reader", "brown_source", "brown_tokens", "encode_stream", "export", "load_corpus", "resolve_split",
            "text_token_chunks", "text_tokens", "windows"]
 
 BROWN_SPLIT = (800_000, 200_000)  # section 4: train, validation; the rest is the test set

@@ -15,15 +15,23 @@ READ_BYTES = 1 << 22  # text files are read 4 MiB at a time
 BROWN_FIX = "python -m nltk.downloader brown"
 
 
-def brown_tokens() -> list[str]:
-    """Brown as NLTK gives it, file by file, with ``<p>`` after each paragraph and ``<t>`` after
-    each text. 1,177,359 tokens on NLTK's copy (1,161,192 words, 15,667 paragraphs, 500 texts)."""
+def brown_reader():
+    """NLTK's reader of the Brown corpus (``nltk.corpus.brown``: ``fileids()``, ``categories()``,
+    ``paras()`` ...); a one-line UserError naming the fix, not NLTK's long LookupError, if it is absent."""
     try:
         from nltk.corpus import brown
 
-        fileids = brown.fileids()
+        brown.fileids()  # NLTK looks for the files only now
     except LookupError:
         raise UserError(f"the Brown corpus is not in NLTK_DATA; fix: {BROWN_FIX}") from None
+    return brown
+
+
+def brown_tokens() -> list[str]:
+    """Brown as NLTK gives it, file by file, with ``<p>`` after each paragraph and ``<t>`` after
+    each text. 1,177,359 tokens on NLTK's copy (1,161,192 words, 15,667 paragraphs, 500 texts)."""
+    brown = brown_reader()
+    fileids = brown.fileids()
     tokens: list[str] = []
     for fid in fileids:
         for para in brown.paras(fid):
