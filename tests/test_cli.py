@@ -478,3 +478,89 @@ def test_a_results_file_of_another_target_is_never_replaced(tmp_path):
         flag = [] if args[0] == "train" else ["--out"]
         assert_user_error(run(*args, *flag, str(other), "--quiet", check_ok=False), "is a table1 results file")
     assert other.read_bytes() == before
+# --------------------------------------------------------------------------- sample
+
+SYN = ["--corpus", "synthetic", "--synthetic-tokens", "6000"]
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    """A tiny NPLM, the NPLM with three cheap output layers and a tiny Elman network, trained on a small
+    synthetic corpus (seconds)."""
+    from nplm_edu.cli import main
+    from nplm_edu.models.rnn import RecurrentConfig
+    from nplm_edu.numerics.recurrent import recurrent_model
+    from nplm_edu.training.stream import StreamBackend, StreamConfig
+    from nplm_edu.training.trainer import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("sample")
+    assert main(["train", *SYN, "--n", "3", "--m", "8", "--h", "16", "--epochs", "2", "--quiet",
+                 "--out", str(root / "nplm")]) == 0
+    assert main(["reproduce", "output-layers", *SYN, "--methods", "class-frequency,tree-huffman,nce", "--no-energy",
+                 "--epochs", "1", "--quiet", "--out", str(root / "ol.json"), "--runs-dir", str(root)]) == 0
+    corpus = load_corpus("synthetic", synthetic_tokens=6000)
+    cfg = TrainConfig(epochs=1, batch=4, lr=1.0, seed=0)
+    model = recurrent_model(RecurrentConfig(V=corpus.V, cell="rnn", m=8, h=12, seed=1))
+    train(model, corpus, cfg, out_dir=root / "rnn", quiet=True, backend=StreamBackend(model, cfg, StreamConfig(T=9)))
+    return root
+
+
+def _sample(capsys, *args):
+    from nplm_edu.cli import main
+
+    status = main(["sample", *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("which", ["nplm", "nplm/checkpoint.npz", "ol/class-frequency", "ol/tree-huffman", "ol/nce",
+                                   "rnn", "kn3", "interp"])
+def test_sample_is_fixed_by_its_seed(tiny_runs, capsys, which):
+    model = str(tiny_runs / which) if "/" in which or which in ("nplm", "rnn") else which
+    runs = [_sample(capsys, model, *SYN, "--words", "25", "--seed", str(s), "--prompt", "the", "--quiet")
+            for s in (3, 3, 4)]
+    assert all(status == 0 and err == "" for status, _, err in runs), runs
+    texts = [out.split() for _, out, _ in runs]
+    assert texts[0] == texts[1] != texts[2]  # the same seed, the same words; another seed, others
+    assert texts[0][0] == "the" and len(texts[0]) == 26  # the prompt, then --words words
+
+
+def test_sample_temperature(tiny_runs, capsys):
+    """T = 0 always takes the most probable word, whatever the seed; T = 1 draws from the model; a
+    low one keeps to fewer words, a high one spreads the draws evenly over the vocabulary."""
+    model = str(tiny_runs / "nplm")
+
+    def words(T, seed, n=200):
+        status, out, err = _sample(capsys, model, *SYN, "--words", str(n), "--seed", str(seed),
+                                   "--temperature", str(T), "--quiet")
+        assert status == 0, err
+        return out.split()
+
+    assert words(0, 1) == words(0, 2)
+    assert words(1, 1) != words(1, 2)
+    from collections import Counter
+
+    top = {T: Counter(words(T, 1, 400)).most_common(1)[0][1] for T in (0.2, 1, 50)}
+    assert top[0.2] > top[1] > top[50], top
+    assert len(set(words(0.2, 1, 400))) < len(set(words(1, 1, 400)))
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nowhere/checkpoint.npz"], "no checkpoint at nowhere/checkpoint.npz: give a checkpoint.npz"),
+    (["kn9"], "no checkpoint at kn9"),
+    (["{tmp}"], "holds no checkpoint.npz"),
+    (["{tmp}/not.npz"], "is not a readable nplm-edu checkpoint"),
+    (["kn3", "--words", "0"], "--words must be at least 1, got 0"),
+    (["kn3", "--temperature", "-1"], "--temperature must be a number >= 0"),
+    (["kn3", "--temperature", "nan"], "--temperature must be a number >= 0"),
+    (["kn3", "--samples", "0"], "--samples must be at least 1"),
+    (["{runs}/nplm", *SYN[:2], "--synthetic-tokens", "7000"], "was trained on other data than synthetic as split here"),
+    (["{runs}/nplm", *SYN, "--train-size", "0.7"], "was trained on other data than synthetic as split here"),
+    (["{runs}/rnn", *SYN[:2], "--synthetic-tokens", "7000"], "was trained on other data"),
+])
+def test_sample_refuses_bad_input_in_one_line(tiny_runs, tmp_path, capsys, args, says):
+    (tmp_path / "not.npz").write_text("hello")
+    args = [a.format(tmp=tmp_path, runs=tiny_runs) for a in args]
+    status, out, err = _sample(capsys, *args, *([] if "--synthetic-tokens" in args else SYN), "--quiet")
+    assert status == 2 and out == "" and len(err.strip().splitlines()) == 1, (status, out, err)
+    assert err.startswith("error: ") and says in err, err

@@ -91,7 +91,9 @@ def test_the_book_models_on_the_synthetic_grammar(tmp_path):
     for name in ("kn5", "network"):
         assert grammatical_share(texts[name]) > 0.9, (name, texts[name][:2])
     assert grammatical_share(texts["uniform"]) < 0.1
-    # the Brown helper finds a checkpoint only for the corpus it was trained on
+    # the Brown helper finds a checkpoint only for the corpus it was trained on, and refuses another
     assert load_network([tmp_path / "checkpoint.npz"], corpus) is not None
     other = load_corpus("synthetic", synthetic_tokens=30_000, seed=1)
-    assert load_network([tmp_path / "checkpoint.npz", tmp_path / "absent.npz"], other) is None
+    assert load_network([tmp_path / "absent.npz"], corpus) is None  # nothing there: the chapters say so
+    with pytest.raises(UserError, match="was trained on other data than synthetic as split here"):
+        load_network([tmp_path / "checkpoint.npz", tmp_path / "absent.npz"], other)  # not None, silently

@@ -112,19 +112,47 @@ def side_by_side(models: dict, vocab, prompt: list[str], seed: int = 0, **kw) ->
             for name, m in models.items()}
 
 
-def load_network(paths, corpus):
-    """The first checkpoint among ``paths`` whose network was trained on ``corpus``'s training
-    and validation windows (same vocabulary, same data), as a model; None if there is none."""
-    from ..training.checkpoint import corpus_fingerprints, load_checkpoint, model_from_checkpoint
+def trained_on(meta: dict, corpus) -> bool:
+    """Whether a checkpoint's network (its ``meta``) was trained on ``corpus``'s training and
+    validation data: the same vocabulary and the same tokens (a window model of any order n, or
+    a recurrent one)."""
+    from ..training.checkpoint import corpus_fingerprints, data_fingerprints
+    from ..training.stream import split_stream
 
-    for path in paths:
-        path = Path(path)
-        if not path.exists():
-            continue
+    if meta["model"].get("V") != corpus.V:
+        return False
+    if meta["kind"] in ("rnn", "lstm"):  # trained on the stream: every token of training, then of validation
+        valid = split_stream(corpus, "valid")[1] if len(corpus.valid) else None
+        return meta.get("data") in data_fingerprints(corpus.V, corpus.train, valid, words=corpus.vocab.words)
+    n = meta["model"].get("n", 0)
+    return isinstance(n, int) and n >= 2 and meta.get("data") in corpus_fingerprints(corpus, n)
+
+
+def check_trained_on(path, meta: dict, corpus) -> None:
+    """One line when the checkpoint at ``path`` was trained on other data than ``corpus`` as split
+    here: its words would be read with another vocabulary."""
+    if not trained_on(meta, corpus):
+        V = meta["model"].get("V")
+        raise UserError(f"{path} was trained on other data than {corpus.name} as split here (|V| = {corpus.V:,}"
+                        + (f", the network's {V:,})" if isinstance(V, int) and V != corpus.V else ", other tokens)")
+                        + ": give the corpus and split sizes it was trained with")
+
+
+def load_network(paths, corpus):
+    """The NPLM of the first checkpoint among ``paths`` trained on ``corpus``'s training and
+    validation windows (same vocabulary, same data), as a model; None if none of the paths exists;
+    a one-line UserError if those that exist were all trained on other data (another split, another
+    corpus) or are not NPLMs."""
+    from ..training.checkpoint import load_checkpoint, model_from_checkpoint
+
+    found = [Path(p) for p in paths if Path(p).exists()]
+    for path in found:
         meta = load_checkpoint(path)[0]
-        n = meta["model"].get("n", 0)
-        if meta["model"].get("V") != corpus.V or n < 2:
-            continue
-        if meta.get("data") in corpus_fingerprints(corpus, n):
+        if meta["kind"] == "nplm" and trained_on(meta, corpus):
             return model_from_checkpoint(path)
+    if found:
+        meta = load_checkpoint(found[0])[0]
+        if meta["kind"] != "nplm":
+            model_from_checkpoint(found[0])  # says what it holds instead
+        check_trained_on(found[0], meta, corpus)
     return None

@@ -16,7 +16,7 @@ import sys
 from ..errors import UserError, one_line
 
 # modules with a subcommand, in the order --help lists them
-COMMANDS = ("corpus", "ngram", "train", "mix", "reproduce", "results")
+COMMANDS = ("corpus", "ngram", "train", "mix", "sample", "reproduce", "results")
 
 
 def build_parser() -> argparse.ArgumentParser:
