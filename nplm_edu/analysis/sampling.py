@@ -46,22 +46,9 @@ def sample(model, context, rng: np.random.Generator, length: int = 30, temperatu
     A model of order n (an n-gram, the NPLM) reads the last n-1 words, so ``context`` needs at least
     that many; a recurrent model (one with ``initial_state``) reads all of ``context`` (at least one
     word) into its state, then each word it draws."""
-    if not isinstance(rng, np.random.Generator):
-        raise UserError("sample needs a numpy Generator (np.random.default_rng(seed))")
-    if not (np.isfinite(temperature) and temperature >= 0):
-        raise UserError(f"temperature must be a number >= 0, got {temperature}")
-    if length < 1 or samples < 1:
-        raise UserError("length and samples must be at least 1")
     recurrent = hasattr(model, "initial_state")
     k = 0 if recurrent else model.order - 1  # the window a model of order n reads
-    ctx = np.asarray(context, dtype=np.int64).ravel()
-    if len(ctx) < max(k, recurrent):
-        need = "a recurrent model needs at least 1 word" if recurrent else f"a model of order {model.order} needs {k} words"
-        raise UserError(f"{need} of context, got {len(ctx)}")
-    if len(ctx) and (ctx.min() < 0 or ctx.max() >= model.V):
-        raise UserError(f"context ids must lie in 0..{model.V - 1}")
-    if len(set(ban)) >= model.V:
-        raise UserError("every word is banned: nothing left to sample")
+    ctx = check_sampling(model, context, rng, length, temperature, ban, samples, k, recurrent)
     if recurrent:  # read the whole context once; the chains then differ only in their state
         state = model.initial_state(samples)
         p_next, state = _recurrent_step(model, np.tile(ctx, (samples, 1)), state)  # (S, |V|)
@@ -91,6 +78,25 @@ def sample(model, context, rng: np.random.Generator, length: int = 30, temperatu
         ends[live[hit]] = t + 1
         done[live[hit]] = True
     return [out[i, :ends[i]].tolist() for i in range(samples)]
+
+
+def check_sampling(model, context, rng, length, temperature, ban, samples, k: int, recurrent: bool) -> np.ndarray:
+    """The context as an int array, after one clear UserError for any setting :func:`sample` cannot use."""
+    if not isinstance(rng, np.random.Generator):
+        raise UserError("sample needs a numpy Generator (np.random.default_rng(seed))")
+    if not (np.isfinite(temperature) and temperature >= 0):
+        raise UserError(f"temperature must be a number >= 0, got {temperature}")
+    if length < 1 or samples < 1:
+        raise UserError("length and samples must be at least 1")
+    ctx = np.asarray(context, dtype=np.int64).ravel()
+    if len(ctx) < max(k, recurrent):
+        need = "a recurrent model needs at least 1 word" if recurrent else f"a model of order {model.order} needs {k} words"
+        raise UserError(f"{need} of context, got {len(ctx)}")
+    if len(ctx) and (ctx.min() < 0 or ctx.max() >= model.V):
+        raise UserError(f"context ids must lie in 0..{model.V - 1}")
+    if len(set(ban)) >= model.V:
+        raise UserError("every word is banned: nothing left to sample")
+    return ctx
 
 
 def _recurrent_step(model, X, state):

@@ -248,9 +248,23 @@ def _what_went_wrong(path: Path, error: Exception) -> str:
     return str(error)
 
 
+def check_meta(meta) -> dict:
+    """A checkpoint's meta, of this version's format, with its required fields and a readable state;
+    ValueError otherwise."""
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError(f"format is {meta.get('format') if isinstance(meta, dict) else None!r}, "
+                         f"not {FORMAT!r} (made by another version: train again)")
+    for key, typ in REQUIRED_META.items():
+        if not isinstance(meta.get(key), typ):
+            raise ValueError(f"meta field {key!r} is missing or not a {typ.__name__}")
+    TrainState.from_meta(meta["state"])
+    return meta
+
+
 def check_arrays(files: dict, integer: list) -> None:
     """Parameters are finite floating-point numbers, or integers where the meta's ``integer`` list
-    names them (save_checkpoint's promise): ValueError for any other array."""
+    names them (save_checkpoint's promise), and the best ones have the parameters' names and shapes:
+    ValueError otherwise."""
     if not isinstance(integer, list) or not all(isinstance(k, str) for k in integer):
         raise ValueError(f"meta field 'integer' is {integer!r}, not a list of names")
     for k, v in files.items():
@@ -261,6 +275,10 @@ def check_arrays(files: dict, integer: list) -> None:
                 raise ValueError(f"array {k!r} is not integers ({v.dtype})")
         elif v.dtype.kind != "f" or not np.all(np.isfinite(v)):
             raise ValueError(f"array {k!r} is not finite floating-point numbers ({v.dtype})")
+    shapes = {k[6:]: v.shape for k, v in files.items() if k.startswith("param/")}
+    best_shapes = {k[5:]: v.shape for k, v in files.items() if k.startswith("best/")}
+    if best_shapes and best_shapes != shapes:  # the best parameters are a copy of the parameters
+        raise ValueError(f"the best parameters' names and shapes {best_shapes} differ from the parameters' {shapes}")
 
 
 def load_checkpoint(path) -> tuple[dict, dict, dict | None, dict]:
@@ -274,19 +292,8 @@ def load_checkpoint(path) -> tuple[dict, dict, dict | None, dict]:
             files = {k: z[k] for k in z.files}
         if "meta" not in files:
             raise ValueError("no meta entry")
-        meta = json.loads(str(files.pop("meta")))
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise ValueError(f"format is {meta.get('format') if isinstance(meta, dict) else None!r}, "
-                             f"not {FORMAT!r} (made by another version: train again)")
-        for key, typ in REQUIRED_META.items():
-            if not isinstance(meta.get(key), typ):
-                raise ValueError(f"meta field {key!r} is missing or not a {typ.__name__}")
-        TrainState.from_meta(meta["state"])
+        meta = check_meta(json.loads(str(files.pop("meta"))))
         check_arrays(files, meta.get("integer", []))
-        shapes = {k[6:]: v.shape for k, v in files.items() if k.startswith("param/")}
-        best_shapes = {k[5:]: v.shape for k, v in files.items() if k.startswith("best/")}
-        if best_shapes and best_shapes != shapes:  # the best parameters are a copy of the parameters
-            raise ValueError(f"the best parameters' names and shapes {best_shapes} differ from the parameters' {shapes}")
     except Exception as e:  # noqa: BLE001 -- truncated zip, pickled objects, bad JSON, bad meta ...
         raise UserError(f"{path} is not a readable nplm-edu checkpoint ({_what_went_wrong(path, e)})") from None
     params = {k[6:]: v for k, v in files.items() if k.startswith("param/")}

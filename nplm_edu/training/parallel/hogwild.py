@@ -139,6 +139,23 @@ def _end(procs) -> None:
             p.join()
 
 
+def _summed_loss(procs, reports) -> float:
+    """The workers' summed training NLL from their reports; WorkerFailed if one ended abnormally,
+    HogwildDiverged (the earliest) if one's loss diverged."""
+    workers = len(procs)
+    failed = [msg for kind, msg in reports if kind == "error"]
+    if failed or any(p.exitcode != 0 for p in procs):
+        w, code = next(((i, p.exitcode) for i, p in enumerate(procs) if p.exitcode != 0), (None, None))
+        how = (failed[0] if failed else f"worker {w + 1} of {workers} ended with "
+               + (f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"))
+        raise WorkerFailed(f"a hogwild worker failed: {how}; the other workers were stopped")
+    diverged = sorted(v for kind, v in reports if kind == "diverged")
+    if diverged:
+        update, w, loss = diverged[0]  # the earliest diverging loss
+        raise HogwildDiverged(loss, update, w, workers)
+    return sum(v for _, v in reports)
+
+
 def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, workers: int = 2,
                   examples: int | None = None, batch_size: int = 1, lr: float = 1e-3, r: float = 1e-8,
                   lr_decay: float = 1.0, epoch: int = 0, weight_decay: float = 0.0, locked: bool = False,
@@ -187,18 +204,7 @@ def train_hogwild(params: dict, contexts: np.ndarray, targets: np.ndarray, *, wo
                 _end(procs)
                 raise
         seconds = time.perf_counter() - t0
-        reports = [errors.get() for _ in range(len(procs)) if not errors.empty()]
-        failed = [msg for kind, msg in reports if kind == "error"]
-        if failed or any(p.exitcode != 0 for p in procs):
-            w, code = next(((i, p.exitcode) for i, p in enumerate(procs) if p.exitcode != 0), (None, None))
-            how = (failed[0] if failed else f"worker {w + 1} of {workers} ended with "
-                   + (f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"))
-            raise WorkerFailed(f"a hogwild worker failed: {how}; the other workers were stopped")
-        diverged = sorted(v for kind, v in reports if kind == "diverged")
-        if diverged:
-            update, w, loss = diverged[0]  # the earliest diverging loss
-            raise HogwildDiverged(loss, update, w, workers)
-        train_nll = sum(v for _, v in reports) / examples
+        train_nll = _summed_loss(procs, [errors.get() for _ in range(len(procs)) if not errors.empty()]) / examples
         for name in trainer.state:  # private copies: the shared memory goes with the last reference to it
             private[name] = np.array(trainer.state[name])
     finally:
