@@ -855,7 +855,7 @@ OUTPUT_FIGURES = [
     # chapter 7: the cost model against the measurements; the exactness of the MPI run
     ("07_parallel", rf"at \$K = 128\$ it predicts {N} against", r"K = 128: model speedup at M = 2 ([\d.]+)", None),
     ("07_parallel", rf"and at \$K = 1\$ {N} against the measured", r"K = 1: model speedup at M = 2 ([\d.]+)", None),
-    ("07_parallel", rf"to better than \$10\^\{{(-\d+)\}}\$ relative in the run above",
+    ("07_parallel", rf"to better than \$10\^\{{(-\d+)\}}\$ relative in the run of",
      r"max \|parallel - serial\| / max \|serial\| < 1e-(\d+): True", lambda k: f"-{k:.0f}"),
     # ex-parallel-1: what travels per update, MLP1 at K = 1 and 128
     ("07_parallel", rf"the output-block algorithm sends {N} kB", r"MLP1, \|V\| = 16,383 1 ([\d.]+) kB", None),
