@@ -201,19 +201,6 @@ def amdahl_f(R, K):  # chapter 7's parallel fraction: the output block's share o
     return rank0["block"] / rank0["total"]
 
 
-def amdahl_m2(R, K):  # the bound of chapter 7 from the one-process profile, for M = 2
-    f = amdahl_f(R, K)
-    return 1 / (f / 2 + 1 - f)
-
-
-def per_update_ms(R, M, K, part):
-    return 1e3 * R(OB.format(M=M, K=K) + f"/ranks/0/{part}") / R(OB.format(M=M, K=K) + "/updates")
-
-
-def hogwild(R, workers, locked, field):
-    return R(f"parallel/hogwild[workers={workers},locked={locked}]/{field}")
-
-
 def claim(family, tokens, model, field):  # the central claim on the synthetic grammar, minus a log-probability
     run = f"central_claim/synthetic[family={family},train_tokens_target={tokens}]/models/{model}"
     return lambda R: -(R(f"{run}/mean/{field}") if model.startswith("network") else R(f"{run}/{field}"))
@@ -289,53 +276,13 @@ FIGURES = [
     *[("06_training", rf"(?<![\d.]){re.escape(lr)}: from [\d.]+ to {N}", f"lr_sweep/runs[lr={float(lr)}]/history/4/valid_ppl", ".1f") for lr in ("0.3", "1", "3")],
     ("06_training", rf"with {N} the best of the four values", "lr_sweep/best_lr", "g"),
     ("06_training", rf"written by this command \(about {N} minutes on one core", lambda R: R("lr_sweep/wall_seconds") / 60, ".0f"),
-    # chapter 7: the output share, the measured speedups and their bounds, hogwild
+    # chapter 7: the output share (the measured speedups, their bounds and Hogwild's figures are glued from parallel.json)
     ("07_parallel", rf"differ in the second decimal, {N} against", "parallel/paper_output_share_ap", ".2%"),
-    ("07_parallel", rf"For this run it read {N} before", "parallel/load/load_average_before/0", ".1f"),
-    ("07_parallel", rf"with {N} of the time in Allreduce", OB.format(M=2, K=128) + "/comm_share", ".0%"),
-    ("07_parallel", rf"For this run it read [\d.]+ before and {N} after", "parallel/load/load_average_after/0", ".1f"),
-    ("07_parallel", rf"two processes run an update {N} times as fast as one", "parallel/speedup_m2/128", ".2f"),
-    ("07_parallel", rf"the Amdahl bound of {N} computed above", lambda R: amdahl_m2(R, 128), ".2f"),
-    ("07_parallel", rf"At \$K = 1\$ the speedup, {N}, is", "parallel/speedup_m2/1", ".2f"),
-    ("07_parallel", rf"a little below the Amdahl bound of {N}\. An update", lambda R: amdahl_m2(R, 1), ".2f"),
-    ("07_parallel", rf"took {N} of the time, less than the paper's", OB.format(M=2, K=128) + "/comm_share", ".0%"),
-    ("07_parallel", rf"Communication was {N} of the time", OB.format(M=2, K=1) + "/comm_share", ".1%"),
-    ("07_parallel", rf"output block ran {N} times as fast", lambda R: per_update_ms(R, 1, 1, "block") / per_update_ms(R, 2, 1, "block"), ".1f"),
-    ("07_parallel", rf"output block ran [\d.]+ times as fast \({N} against", lambda R: per_update_ms(R, 2, 1, "block"), ".2f"),
-    ("07_parallel", rf"output block ran [\d.]+ times as fast \([\d.]+ against {N} ms", lambda R: per_update_ms(R, 1, 1, "block"), ".2f"),
-    ("07_parallel", rf"one process \({N} against\s+[\d.]+ ms per update\)", lambda R: per_update_ms(R, 2, 128, "block"), ".1f"),
-    ("07_parallel", rf"one process \([\d.]+ against\s+{N} ms per update\)", lambda R: per_update_ms(R, 1, 128, "block"), ".1f"),
-    ("07_parallel", rf"replicated part took a little less \({N}\s+against", lambda R: per_update_ms(R, 2, 128, "replicated"), ".2f"),
-    ("07_parallel", rf"replicated part took a little less \([\d.]+\s+against {N} ms\)", lambda R: per_update_ms(R, 1, 128, "replicated"), ".2f"),
     # the Amdahl exercise: the limit 1/(1 - f) and the largest M with S(M)/M >= 0.8, from the one-process profile
     ("07_parallel", rf"but only {N} and [\d.]+ for our measured", lambda R: 1 / (1 - amdahl_f(R, 1)), ".1f"),
     ("07_parallel", rf"but only [\d.]+ and {N} for our measured", lambda R: 1 / (1 - amdahl_f(R, 128)), ".1f"),
     ("07_parallel", rf"82 processes for the paper's model, {N} and \d+ for ours", lambda R: math.floor((1.25 - amdahl_f(R, 1)) / (1 - amdahl_f(R, 1))), "d"),
     ("07_parallel", rf"82 processes for the paper's model, \d+ and {N} for ours", lambda R: math.floor((1.25 - amdahl_f(R, 128)) / (1 - amdahl_f(R, 128))), "d"),
-    ("07_parallel", rf"took about as long \({N} against", lambda R: per_update_ms(R, 2, 1, "replicated"), ".2f"),
-    ("07_parallel", rf"took about as long \([\d.]+ against {N} ms\)", lambda R: per_update_ms(R, 1, 1, "replicated"), ".2f"),
-    ("07_parallel", rf"Two workers ran {N} times as many updates per second as one lock-free",
-     lambda R: hogwild(R, 2, False, "updates_per_s") / hogwild(R, 1, False, "updates_per_s"), ".2f"),
-    ("07_parallel", rf"as one lock-free, and {N} times locked",
-     lambda R: hogwild(R, 2, True, "updates_per_s") / hogwild(R, 1, True, "updates_per_s"), ".2f"),
-    ("07_parallel", rf"examples: {N} with one worker", lambda R: hogwild(R, 1, False, "valid_ppl"), ".2f"),
-    ("07_parallel", rf"one worker, {N} lock-free and", lambda R: hogwild(R, 2, False, "valid_ppl"), ".2f"),
-    ("07_parallel", rf"lock-free and {N} locked with two", lambda R: hogwild(R, 2, True, "valid_ppl"), ".2f"),
-    ("07_parallel", rf"perplexities of {N} and [\d.]+ after the same examples", lambda R: hogwild(R, 2, False, "valid_ppl"), ".2f"),
-    ("07_parallel", rf"perplexities of [\d.]+ and {N} after the same examples", lambda R: hogwild(R, 2, True, "valid_ppl"), ".2f"),
-    # one worker, the same examples in three other orders: the lowest and the highest perplexity
-    ("07_parallel", rf"three other orders ends anywhere from {N} to", lambda R: min(r["valid_ppl"] for r in R("parallel/hogwild_orders")), ".2f"),
-    ("07_parallel", rf"three other orders ends anywhere from [\d.]+ to {N}:", lambda R: max(r["valid_ppl"] for r in R("parallel/hogwild_orders")), ".2f"),
-    ("07_parallel", rf"alone causes \({N} to [\d.]+ for one worker\)", lambda R: min(r["valid_ppl"] for r in R("parallel/hogwild_orders")), ".2f"),
-    ("07_parallel", rf"alone causes \([\d.]+ to {N} for one worker\)", lambda R: max(r["valid_ppl"] for r in R("parallel/hogwild_orders")), ".2f"),
-    ("07_parallel", rf"\({N} at \$K = 1\$, [\d.]+% at \$K = 128\$\)", OB.format(M=1, K=1) + "/block_share", ".0%"),
-    ("07_parallel", rf"\([\d.]+% at \$K = 1\$, {N} at \$K = 128\$\)", OB.format(M=1, K=128) + "/block_share", ".0%"),
-    ("07_parallel", rf"two processes trained MLP1 {N} times as fast as one", "parallel/speedup_m2/128", ".2f"),
-    ("07_parallel", rf"the Amdahl bound of {N} from the one-process profile", lambda R: amdahl_m2(R, 128), ".2f"),
-    ("07_parallel", rf"and {N} times as fast at \$K = 1\$", "parallel/speedup_m2/1", ".2f"),
-    # the cost model's bound at K = 128 against the measured speedup
-    ("07_parallel", rf"at \$K = 128\$ it predicts [\d.]+ against the measured {N},", "parallel/speedup_m2/128", ".2f"),
-    ("07_parallel", rf"and at \$K = 1\$ [\d.]+ against the measured {N}\.", "parallel/speedup_m2/1", ".2f"),
     # chapter 8: Table 1, ours against the paper's
     ("08_results", rf"Kneser-Ney \({N} against 321\)", kn5, ".0f"),
     ("08_results", rf"MLP9: {N} against 276", "table1/rows/MLP9/test", ".0f"),
