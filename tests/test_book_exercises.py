@@ -1,0 +1,66 @@
+"""Every chapter asks its reader to build something, and shows its answer only on request.
+
+An exercise's solution is a ``{solution}`` directive with ``:class: dropdown`` (hidden until the
+reader opens it); an implement-or-extend exercise's solution is followed by a code cell tagged
+``hide-cell`` that does the work. That cell is stored executed, without an error, and nbval holds
+its outputs equal to a fresh run (``make test``), so every solution shown is one that runs and
+gives what it prints. This file checks the structure: each chapter has at least one such solution.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+CHAPTERS = sorted(p for p in BOOK.glob("[0-9][0-9]_*.ipynb"))
+SOLUTION = re.compile(r"```\{solution\}[^\n]*\n:class: dropdown\n")
+
+
+def solved_in_code(path: Path) -> list[int]:
+    """Indices of the hidden code cells that carry out a solution (the cell right after its text)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return [i + 1 for i, c in enumerate(cells[:-1])
+            if c["cell_type"] == "markdown" and SOLUTION.search("".join(c["source"]))
+            and cells[i + 1]["cell_type"] == "code" and "hide-cell" in cells[i + 1]["metadata"].get("tags", [])]
+
+
+def test_the_book_has_chapters():
+    assert len(CHAPTERS) >= 11
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_every_solution_is_hidden(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert text.count("```{solution}") == len(SOLUTION.findall(text)), f"{path.name}: a solution shows without a toggle"
+    assert text.count("```{solution}") >= 1 and text.count("```{exercise}") >= text.count("```{solution}")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_every_chapter_has_a_solution_that_runs(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    solved = solved_in_code(path)
+    assert solved, f"{path.name}: no exercise whose solution is carried out by a hidden code cell"
+    for i in solved:
+        outputs = cells[i].get("outputs", [])
+        assert outputs, f"{path.name}: the solution in cell {i} is stored unexecuted"
+        assert not [o for o in outputs if o["output_type"] == "error"], f"{path.name}: the solution in cell {i} fails"
+
+
+def test_the_checks_can_fail(tmp_path):
+    shown = {"cell_type": "markdown", "metadata": {}, "source": ["```{solution} ex-1\n", "The answer.\n", "```\n"]}
+    code = {"cell_type": "code", "metadata": {"tags": ["hide-cell"]}, "source": ["1 / 0"], "outputs": [],
+            "execution_count": None}
+    path = tmp_path / "99_x.ipynb"
+    path.write_text(json.dumps({"cells": [shown, code]}))
+    with pytest.raises(AssertionError, match="without a toggle"):
+        test_every_solution_is_hidden(path)
+    with pytest.raises(AssertionError, match="no exercise"):
+        test_every_chapter_has_a_solution_that_runs(path)
+    shown["source"].insert(1, ":class: dropdown\n")
+    code["outputs"] = [{"output_type": "error", "ename": "ZeroDivisionError", "evalue": "", "traceback": []}]
+    path.write_text(json.dumps({"cells": [shown, code]}))
+    with pytest.raises(AssertionError, match="fails"):
+        test_every_chapter_has_a_solution_that_runs(path)
