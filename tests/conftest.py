@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
@@ -39,3 +40,25 @@ def _one_blas_thread() -> None:
 
 
 _one_blas_thread()
+
+
+@pytest.fixture(scope="session")
+def _brown_token_list():
+    from nplm_edu.data.sources import brown_tokens
+
+    return brown_tokens()
+
+
+@pytest.fixture
+def brown_read_once(monkeypatch, _brown_token_list):
+    """The package's Brown reader (nplm_edu.data.sources.brown_tokens, about 5 s of NLTK parsing) made to
+    return a copy of the tokens it read once for the whole session, wherever the package calls it."""
+    from nplm_edu.data import corpus
+    from nplm_edu.experiments import central_claim_brown
+
+    def brown_tokens() -> list[str]:
+        return list(_brown_token_list)
+
+    for module in (corpus, central_claim_brown):
+        monkeypatch.setattr(module, "brown_tokens", brown_tokens)
+    return brown_tokens

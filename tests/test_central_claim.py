@@ -14,7 +14,7 @@ from nplm_edu.data.corpus import brown_available, load_corpus, windows
 from nplm_edu.data.synthetic import entropy_rate, split_sentences
 from nplm_edu.experiments.central_claim import (FAMILIES, CentralClaimOptions, forms, holdout_corpus,
                                                run_central_claim, token_groups)
-from nplm_edu.experiments.central_claim_brown import rescale, run_brown
+from nplm_edu.experiments.central_claim_brown import QUICK, rescale, run_brown
 
 
 def test_every_sentence_with_a_pair_is_removed():
@@ -93,7 +93,10 @@ def test_fixed_features_from_cooccurrence():
 
 
 @pytest.mark.skipif(not brown_available(), reason="the Brown corpus is not in NLTK_DATA")
-def test_brown_part_quick(tmp_path):
+def test_brown_part_quick(tmp_path, monkeypatch, brown_read_once):
+    """The quick form's pipeline on a quarter of its slices (the same steps, in seconds)."""
+    for key, value in (("slice", (5_000, 1_250)), ("test", 1_250), ("oov_tokens", 50_000)):
+        monkeypatch.setitem(QUICK, key, value)
     out = run_brown(load_corpus("brown"), tmp_path, quick=True, force=False, quiet=True)
     p = out["novel_trigrams"]
     assert sum(g["tokens"] for g in p["groups"].values()) == p["test_tokens"]

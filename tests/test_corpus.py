@@ -7,7 +7,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from nplm_edu.data.corpus import (PARAGRAPH, TEXT, UNK, Vocabulary, brown_available, brown_tokens, encode_stream,
+from nplm_edu.data.corpus import (PARAGRAPH, TEXT, UNK, Vocabulary, brown_available, encode_stream,
                                   load_corpus, resolve_split, text_token_chunks, windows)
 from nplm_edu.data.synthetic import CLASSES, generate
 from nplm_edu.errors import UserError
@@ -85,7 +85,7 @@ def test_brown_valid_windows_score_every_token(brown, n):
 
 
 @needs_brown
-def test_brown_cache_second_load_is_fast(cache):
+def test_brown_cache_second_load_is_fast(cache, brown_read_once):
     first = load_corpus("brown")  # builds the cache (seconds)
     assert len(list(cache.glob("brown-*.npz"))) == 1
     t0 = time.perf_counter()
@@ -96,7 +96,7 @@ def test_brown_cache_second_load_is_fast(cache):
 
 
 @needs_brown
-def test_brown_cache_depends_on_min_count(cache, brown):
+def test_brown_cache_depends_on_min_count(cache, brown, brown_read_once):
     other = load_corpus("brown", min_count=10)
     assert other.V < brown.V
     assert len(list(cache.glob("brown-*.npz"))) == 1  # a cache entry for these options
@@ -106,9 +106,9 @@ def test_brown_cache_depends_on_min_count(cache, brown):
 
 
 @needs_brown
-def test_brown_ids_identical_to_a_numpy_string_array_reader(brown):
+def test_brown_ids_identical_to_a_numpy_string_array_reader(brown, brown_read_once):
     # the reader before streaming: one numpy string array of every token, np.unique, lexsort
-    ids, vocab = reference_reader(brown_tokens(), 4)
+    ids, vocab = reference_reader(brown_read_once(), 4)
     assert brown.vocab.words == vocab.words and brown.vocab.counts.tolist() == vocab.counts.tolist()
     assert np.array_equal(brown.ids, ids)
 
