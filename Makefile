@@ -37,12 +37,15 @@ book: venv  ## build the book into _build/html, warnings as errors
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo ">> open _build/html/index.html"
 
-test: venv test-unit test-notebooks test-book  ## the whole test suite: unit tests, doctests, notebooks (nbval), book build
+test: venv test-unit probes test-notebooks test-book  ## the whole test suite: unit tests, doctests, notebooks (nbval), book build
 	@echo ">> all tests passed"
 
 test-unit: venv  ## pytest over tests/ and the package's doctests
 	@echo ">> unit tests and doctests"
 	$(PY) -m pytest $(PYTEST_FLAGS) tests nplm_edu --doctest-modules
+
+probes: venv  ## replay the fault probes (kill -9, signals, corrupt files, full disk, concurrent runs, bad options): a few minutes
+	$(PY) tests/probes/run_probes.py
 
 test-notebooks: venv  ## re-execute every notebook in book/ and compare with its stored outputs (nbval)
 	@echo ">> notebooks (nbval): re-executing book/*.ipynb"
