@@ -143,23 +143,12 @@ def mean_over_seeds(runs: list[dict]) -> dict:
             "seeds": [{k: round(v, 4) for k, v in r.items()} for r in runs]}
 
 
-def run_one(family: str, n_train: int, seeds: int, epochs: int, test_tokens: int, quiet: bool) -> dict:
-    """Every model on one family and one training size."""
-    pairs = FAMILIES[family]
-    corpus, held = holdout_corpus(pairs, n_train, CORPUS_SEED, test_tokens)
-    V, n = corpus.V, NETWORK.n
-    hc, ht = windows(corpus.vocab.encode(held), n)  # every removed token after the first 4
-    tc, tt = corpus.windows("test", n)
-    groups = token_groups(hc, ht, pairs, corpus.vocab)
-    hmm = GrammarHMM()
-    stream = hmm.log_probs(corpus.vocab.decode(corpus.ids))  # the grammar, from the first sentence on
-    models = {"grammar": scores(hmm.log_probs(held)[n - 1:], stream[corpus.bounds[1]:], groups)}
-    for name, lm in (("kn5", KneserNey(5, V).fit(corpus.train)), ("kn3", KneserNey(3, V).fit(corpus.train)),
-                     ("interpolated_trigram", InterpolatedTrigram(V, verbose=False)
-                      .fit(corpus.train, valid=corpus.windows("valid", 3)))):
-        k = lm.order - 1
-        models[name] = scores(lm.log_prob(hc[:, -k:], ht), lm.log_prob(tc[:, -k:], tt), groups)
-    data = (corpus.windows("train", n), corpus.windows("valid", n))
+def network_scores(corpus, held: tuple, test: tuple, groups: dict, seeds: int, epochs: int, family: str,
+                   quiet: bool) -> dict:
+    """The network with each table C (VARIANTS), ``seeds`` times: mean, std and each seed's scores."""
+    (hc, ht), (tc, tt) = held, test
+    V = corpus.V
+    data = (corpus.windows("train", NETWORK.n), corpus.windows("valid", NETWORK.n))
     runs = {v: [] for v in VARIANTS}
     epochs_run = {v: [] for v in VARIANTS}
     pca = pca_features(corpus.train, V, NETWORK.m)
@@ -176,20 +165,41 @@ def run_one(family: str, n_train: int, seeds: int, epochs: int, test_tokens: int
             runs[v].append(scores(model.log_prob(hc, ht), model.log_prob(tc, tt), groups))
             epochs_run[v].append(len(hist["epochs"]))
         if not quiet:
-            print(f"   {family} {n_train:,} tokens, seed {seed}: held-out per token "
+            print(f"   {family} {len(corpus.train):,} tokens, seed {seed}: held-out per token "
                   + ", ".join(f"{v} {runs[v][-1]['heldout']:.3f}" for v in VARIANTS), flush=True)
-    for v in VARIANTS:
-        models[f"network_{v}"] = {**mean_over_seeds(runs[v]), "epochs_run": epochs_run[v]}
-    for k in list(models):
-        if "mean" not in models[k]:
-            models[k] = {key: round(val, 4) for key, val in models[k].items()}
+    return {f"network_{v}": {**mean_over_seeds(runs[v]), "epochs_run": epochs_run[v]} for v in VARIANTS}
+
+
+def count_scores(corpus, held_tokens: list, held: tuple, test: tuple, groups: dict) -> dict:
+    """The exact grammar and the n-grams on the removed sentences and on ordinary test sentences."""
+    (hc, ht), (tc, tt) = held, test
+    hmm = GrammarHMM()
+    stream = hmm.log_probs(corpus.vocab.decode(corpus.ids))  # the grammar, from the first sentence on
+    models = {"grammar": scores(hmm.log_probs(held_tokens)[NETWORK.n - 1:], stream[corpus.bounds[1]:], groups)}
+    for name, lm in (("kn5", KneserNey(5, corpus.V).fit(corpus.train)), ("kn3", KneserNey(3, corpus.V).fit(corpus.train)),
+                     ("interpolated_trigram", InterpolatedTrigram(corpus.V, verbose=False)
+                      .fit(corpus.train, valid=corpus.windows("valid", 3)))):
+        k = lm.order - 1
+        models[name] = scores(lm.log_prob(hc[:, -k:], ht), lm.log_prob(tc[:, -k:], tt), groups)
+    return {k: {key: round(val, 4) for key, val in m.items()} for k, m in models.items()}
+
+
+def run_one(family: str, n_train: int, seeds: int, epochs: int, test_tokens: int, quiet: bool) -> dict:
+    """Every model on one family and one training size."""
+    pairs = FAMILIES[family]
+    corpus, held = holdout_corpus(pairs, n_train, CORPUS_SEED, test_tokens)
+    hc, ht = windows(corpus.vocab.encode(held), NETWORK.n)  # every removed token after the first 4
+    tc, tt = corpus.windows("test", NETWORK.n)
+    groups = token_groups(hc, ht, pairs, corpus.vocab)
+    models = {**count_scores(corpus, held, (hc, ht), (tc, tt), groups),
+              **network_scores(corpus, (hc, ht), (tc, tt), groups, seeds, epochs, family, quiet)}
+    periods = sum(1 for t in held if t == ".")
     return {"family": family, "pairs": [list(p) for p in pairs], "train_tokens_target": n_train,
             "tokens": {"train": int(len(corpus.train)), "valid": int(len(corpus.valid)),
                        "ordinary_test": int(len(tt)), "heldout": int(len(ht)),
                        **{g: int(m.sum()) for g, m in groups.items()}},
-            "heldout_sentences_share": round(sum(1 for t in held if t == ".") /
-                                             (sum(1 for t in held if t == ".") +
-                                              int(np.sum(corpus.ids == corpus.vocab.index["."]))), 4),
+            "heldout_sentences_share": round(periods / (periods + int(np.sum(corpus.ids == corpus.vocab.index["."]))),
+                                             4),
             "models": models}
 
 
