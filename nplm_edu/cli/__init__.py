@@ -25,16 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Bengio et al. (2003), A Neural Probabilistic Language Model, reproduced in numpy.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"nplm_edu.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"nplm_edu.cli.{name}":
-                continue  # not written yet
-            raise
-        add_cli = getattr(module, "add_cli", None)
-        if add_cli is None:
-            continue  # not written yet (e.g. a package whose __init__.py does not exist yet)
-        add_cli(sub)
+        importlib.import_module(f"nplm_edu.cli.{name}").add_cli(sub)
     return parser
 
 
