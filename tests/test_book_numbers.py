@@ -766,7 +766,7 @@ OUTPUT_FIGURES = [
     ("08_results", rf"got to its best validation perplexity first: {W} epochs of", r"MLP1-ND \(no direct\) \d+ (\d+) ", in_words),
     # the network's margin on new trigrams (the groups by near neighbours): the mean of the two
     ("08_results", rf"wins on the unseen ones by about {N} nats",
-     r"substitutes: near neighbours in C .*? unseen; seen with a substitute [\d.]+% [-\d.]+ [-\d.]+ \+([\d.]+) \d+% "
+     r"substitutes: near neighbours in C;.*? unseen; seen with a substitute [\d.]+% [-\d.]+ [-\d.]+ \+([\d.]+) \d+% "
      r"unseen; not even with a substitute [\d.]+% [-\d.]+ [-\d.]+ \+([\d.]+)",
      lambda a, b: f"{(a + b) / 2:.2f}"),
     # chapter 8: minibatches, same step per example against K = 1: the largest gap over the four epochs
