@@ -3,7 +3,14 @@
 Everything a user can get wrong (a missing corpus, a bad path, a hyperparameter out of range)
 raises :class:`UserError`; ``python -m nplm_edu`` prints ``error: <message>`` on stderr and exits
 with status 2, never a traceback.
+
+The library speaks of settings, the command line of its options: an error about one setting
+carries its name in ``UserError.setting`` (a field of a configuration dataclass, e.g. ``"lr"`` or
+``"min_count"``) and its message begins with that name (``lr must be ...``); :func:`one_line` says
+the option a user types instead (``--lr must be ...``, :func:`flag`).
 """
+
+import re
 
 import math
 import numbers
@@ -12,7 +19,19 @@ from dataclasses import fields
 
 class UserError(Exception):
     """Bad input from the user: printed as one line by the command line, exit status 2, and as one
-    line in a notebook too (IPython shows what ``_render_traceback_`` returns instead of a traceback)."""
+    line in a notebook too (IPython shows what ``_render_traceback_`` returns instead of a traceback).
+
+    ``setting``: the name of the setting the message is about, which the message begins with (None
+    when it is about no one setting).
+
+    >>> e = UserError("min_count must be at least 1, got 0", setting="min_count")
+    >>> str(e), one_line(e)[0]
+    ('min_count must be at least 1, got 0', 'error: --min-count must be at least 1, got 0')
+    """
+
+    def __init__(self, message: str = "", setting: str | None = None):
+        super().__init__(message)
+        self.setting = setting
 
     def _render_traceback_(self) -> list[str]:
         return [f"{type(self).__name__}: {self}"]
@@ -26,7 +45,7 @@ def one_line(exc: BaseException) -> tuple[str, int] | None:
     a file (missing, unwritable, a folder where a file should be ...), memory, Ctrl-C; None for a
     bug, which keeps its traceback."""
     if isinstance(exc, UserError):
-        return f"error: {exc}", 2
+        return f"error: {with_flag(exc)}", 2
     if isinstance(exc, OSError):
         return f"error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", 2
     if isinstance(exc, MemoryError):
@@ -36,24 +55,24 @@ def one_line(exc: BaseException) -> tuple[str, int] | None:
     return None
 
 
+def flag(setting: str) -> str:
+    """The command-line option of a setting: ``min_count`` -> ``--min-count``."""
+    return "--" + setting.replace("_", "-")
+
+
+def with_flag(exc: UserError) -> str:
+    """The message, its setting (where it begins with one) named as the option a user types."""
+    message, setting = str(exc), exc.setting
+    if setting and re.match(rf"{re.escape(setting)}\b", message):
+        return flag(setting) + message[len(setting):]
+    return message
+
+
 def check_seed(seed, what: str = "seed") -> None:
     """A seed for ``numpy.random.default_rng``: a whole number >= 0, else one clear :class:`UserError`
     (numpy's own error would come as a traceback from deep inside)."""
-    import numbers
-
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise UserError(f"{what} must be a whole number >= 0, got {seed!r}")
-
-
-def option(name: str) -> str:
-    """A setting as a message names it when it is also a command-line option: the flag a user types,
-    and the keyword a library caller passes where the two differ.
-
-    >>> option("epochs"), option("min_count")
-    ('--epochs', '--min-count (min_count)')
-    """
-    flag = "--" + name.replace("_", "-")
-    return flag if "_" not in name else f"{flag} ({name})"
+        raise UserError(f"{what} must be a whole number >= 0, got {seed!r}", setting=what)
 
 
 def a_model(kind: str) -> str:
@@ -100,8 +119,8 @@ def mistyped_field(cls, values: dict):
 
 
 def check_field_types(config) -> None:
-    """One clear :class:`UserError` naming the option when a field of the dataclass ``config`` is not
+    """One clear :class:`UserError` naming the setting when a field of the dataclass ``config`` is not
     of its declared type (:func:`mistyped_field`): found before a run, not when its checkpoint is read."""
     bad = mistyped_field(type(config), {f.name: getattr(config, f.name) for f in fields(config)})
     if bad is not None:
-        raise UserError(f"{option(bad[0])} must be {bad[2]}, got {bad[1]!r}")
+        raise UserError(f"{bad[0]} must be {bad[2]}, got {bad[1]!r}", setting=bad[0])

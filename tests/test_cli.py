@@ -299,7 +299,7 @@ def test_conflicting_or_unknown_values_are_refused_by_argparse(argv, says, capsy
     (["train", "--examples-per-epoch", "0"], "--examples-per-epoch"),
     (["train", "--epochs", "0"], "--epochs must be at least 1"),
     (["train", "--seed", "-1"], "--seed must be"),
-    (["train", "--h", "0", "--no-direct"], "--h 0 needs --direct"),
+    (["train", "--h", "0", "--no-direct"], "--h 0 needs direct connections"),
     (["train", "--parallel", "hogwild", "--workers", "0"], "--workers must be at least 1"),
     (["reproduce", "central-claim", "--seeds", "0"], "--seeds must be at least 1"),
 ])
@@ -335,12 +335,13 @@ def test_an_empty_output_folder_is_refused(args, tmp_path, monkeypatch, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_library_messages_keep_the_keyword():
-    """A library caller still reads the keyword argument it passed."""
+def test_library_messages_name_the_setting():
+    """A library caller reads the keyword argument it passed (the command line says the option)."""
     from nplm_edu.errors import UserError, a_model
 
-    with pytest.raises(UserError, match=r"--min-count \(min_count\) must be at least 1"):
+    with pytest.raises(UserError, match=r"^min_count must be at least 1") as info:
         load_corpus("synthetic", min_count=0)
+    assert info.value.setting == "min_count"
     assert [a_model(k) for k in ("nplm", "rnn", "lstm", "energy")] == ["an NPLM", "an RNN", "an LSTM", "an energy"]
 
 

@@ -136,7 +136,7 @@ def test_bad_input_is_one_line(corpus):
     model = recurrent_model(RecurrentConfig(V=corpus.V, cell="rnn", m=4, h=4))
     with pytest.raises(UserError, match="T \\(time steps per batch\\) must be a whole number >= 1"):
         StreamBackend(model, TrainConfig(), StreamConfig(T=0))
-    with pytest.raises(UserError, match="--batch \\(B, the parallel streams\\) must be at least 1"):
+    with pytest.raises(UserError, match="^batch \\(B, the parallel streams\\) must be at least 1"):
         StreamBackend(model, TrainConfig(batch=0), StreamConfig())
     with pytest.raises(UserError, match="clip norm must be a finite number > 0"):
         StreamBackend(model, TrainConfig(), StreamConfig(clip=0.0))

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from nplm_edu.cli import main
-from nplm_edu.errors import UserError
+from nplm_edu.errors import UserError, one_line
 from nplm_edu.models.nplm import NPLMConfig
 from nplm_edu.numerics.fused import FusedNPLM
 from nplm_edu.training.checkpoint import FORMAT, TrainState, load_checkpoint, model_from_checkpoint, save_checkpoint
@@ -375,7 +375,7 @@ def test_resume_refuses_a_checkpoint_of_another_corpus(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {tmp_path / 'checkpoint.npz'} was trained on other data"), err
     assert (tmp_path / "checkpoint.npz").read_bytes() == before
-    assert err[0].endswith("start afresh with --force instead of --resume")  # the way it names is open:
+    assert err[0].endswith("or start afresh instead of resuming")  # the way it names is open:
     assert main([*args, "--epochs", "1", "--force", "--corpus-seed", "9"]) == 0
     assert (tmp_path / "checkpoint.npz").read_bytes() != before
 
@@ -923,9 +923,9 @@ def test_a_fresh_start_whose_first_save_fails_leaves_the_earlier_runs_files_toge
 
 
 @pytest.mark.parametrize("make, says", [
-    (lambda: TrainConfig(max_updates=1e2), "--max-updates (max_updates) must be int | None, got 100.0"),
-    (lambda: TrainConfig(lr=float("nan")), "--lr must be float, got nan"),
-    (lambda: NPLMConfig(V=20, direct=1), "--direct must be bool, got 1"),
+    (lambda: TrainConfig(max_updates=1e2), "max_updates must be int | None, got 100.0"),
+    (lambda: TrainConfig(lr=float("nan")), "lr must be float, got nan"),
+    (lambda: NPLMConfig(V=20, direct=1), "direct must be bool, got 1"),
 ])
 def test_a_setting_of_the_wrong_type_is_refused_before_training(make, says):
     """What a checkpoint would refuse to read back (check_types) is refused when the run is set up: a
@@ -933,7 +933,7 @@ def test_a_setting_of_the_wrong_type_is_refused_before_training(make, says):
     config = make()
     with pytest.raises(UserError) as info:
         config.validate()
-    assert str(info.value) == says
+    assert str(info.value) == says and one_line(info.value)[0] == "error: --" + says.replace("_", "-", 1)
 
 
 def test_an_early_stopped_run_resumed_with_a_larger_patience_goes_on(tmp_path, capsys):

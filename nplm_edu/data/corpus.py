@@ -22,7 +22,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .files import atomic_write, atomic_writes, remove_stale_temporaries
-from ..errors import UserError, option
+from ..errors import UserError
 from .sources import BROWN_FIX, brown_available, brown_reader, brown_source, brown_tokens, text_token_chunks, text_tokens
 from .vocab import PARAGRAPH, TEXT, UNK, Vocabulary, encode_stream
 
@@ -198,7 +198,7 @@ def load_corpus(name: str = "synthetic", *, train=None, valid=None, min_count: i
     paper did). ``progress``: a bar while a text file is read (not from the cache) for over a second.
     """
     if min_count < 1:
-        raise UserError(f"{option('min_count')} must be at least 1, got {min_count}")
+        raise UserError(f"min_count must be at least 1, got {min_count}", setting="min_count")
     classes = None
     if name == "synthetic":
         from .synthetic import generate

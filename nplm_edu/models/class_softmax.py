@@ -37,7 +37,8 @@ from .sparse_output import Blocks, SparseOutputLayer, check_counts, check_sizes,
 def check_n_classes(n_classes, V: int) -> int:
     """The number of classes as an int in 1..|V|, else one UserError."""
     if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or not 1 <= n_classes <= V:
-        raise UserError(f"the number of classes (--n-classes) must be a whole number between 1 and |V| = {V}, got {n_classes!r}")
+        raise UserError(f"n_classes (the number of classes) must be a whole number between 1 and |V| = {V}, got "
+                        f"{n_classes!r}", setting="n_classes")
     return int(n_classes)
 
 

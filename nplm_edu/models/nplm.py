@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import UserError, check_field_types, check_seed, option
+from ..errors import UserError, check_field_types, check_seed
 from .lm import LanguageModel
 from .output import FullSoftmax, OutputLayer
 
@@ -41,7 +41,7 @@ DTYPES = ("float32", "float64")  # the floating-point types a model computes in
 def check_dtype(dtype: str) -> None:
     """One of ``DTYPES``, else one clear UserError."""
     if dtype not in DTYPES:
-        raise UserError(f"--dtype must be {' or '.join(DTYPES)}, got {dtype!r}")
+        raise UserError(f"dtype must be {' or '.join(DTYPES)}, got {dtype!r}", setting="dtype")
 
 
 @dataclass
@@ -62,15 +62,15 @@ class NPLMConfig:
         if self.V < 2:
             raise UserError(f"vocabulary size must be at least 2, got {self.V}")
         if self.n < 2:
-            raise UserError(f"--n must be at least 2 (one context word), got {self.n}")
+            raise UserError(f"n must be at least 2 (one context word), got {self.n}", setting="n")
         if self.m <= 0:
-            raise UserError(f"--m (features per word) must be positive, got {self.m}")
+            raise UserError(f"m (features per word) must be positive, got {self.m}", setting="m")
         if self.h < 0:
-            raise UserError(f"--h (hidden units) must be >= 0, got {self.h}")
+            raise UserError(f"h (hidden units) must be >= 0, got {self.h}", setting="h")
         if self.h == 0 and not self.direct:
-            raise UserError("--h 0 needs --direct (without direct connections the model ignores the context)")
+            raise UserError("h 0 needs direct connections (without them the model ignores the context)", setting="h")
         check_dtype(self.dtype)
-        check_seed(self.seed, option("seed"))
+        check_seed(self.seed)
 
 
 class NPLM(LanguageModel):

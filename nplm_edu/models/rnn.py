@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import UserError, a_model, check_field_types, check_seed, option
+from ..errors import UserError, a_model, check_field_types, check_seed
 from .nplm import check_dtype
 from .output import FullSoftmax, OutputLayer
 
@@ -71,9 +71,9 @@ class RecurrentConfig:
             raise UserError(f"cell must be one of {', '.join(CELLS)}, got {self.cell!r}")
         for name in ("m", "h"):
             if getattr(self, name) < 1:
-                raise UserError(f"{option(name)} must be at least 1, got {getattr(self, name)}")
+                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}", setting=name)
         check_dtype(self.dtype)
-        check_seed(self.seed, option("seed"))
+        check_seed(self.seed)
 
 
 def check_batch(X, Y=None, V: int | None = None):

@@ -26,9 +26,9 @@ def check_clip(max_norm: float) -> float:
     try:
         c = float(max_norm)
     except (TypeError, ValueError):
-        raise UserError(f"--clip: the clip norm must be a number > 0, got {max_norm!r}") from None
+        raise UserError(f"clip: the clip norm must be a number > 0, got {max_norm!r}", setting="clip") from None
     if not math.isfinite(c) or c <= 0:
-        raise UserError(f"--clip: the clip norm must be a finite number > 0, got {max_norm}")
+        raise UserError(f"clip: the clip norm must be a finite number > 0, got {max_norm}", setting="clip")
     return c
 
 

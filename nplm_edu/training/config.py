@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import UserError, check_field_types, check_seed, option
+from ..errors import UserError, check_field_types, check_seed
 from ..models.nplm import PARAM_NAMES
 
 OPTIMIZERS = ("sgd", "adam")  # the paper's SGD rule; Adam (Kingma and Ba 2015)
@@ -51,30 +51,31 @@ class TrainConfig:
         check_field_types(self)  # a checkpoint written now must read back (1e4 is no count of updates)
         for name in ("epochs", "batch", "patience"):
             if getattr(self, name) < 1:
-                raise UserError(f"{option(name)} must be at least 1, got {getattr(self, name)}")
+                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}", setting=name)
         for name in ("lr", "decay_rate", "weight_decay", "checkpoint_every_minutes", "eps", "lr_decay"):
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0:
-                raise UserError(f"{option(name)} must be a finite number >= 0, got {v}")
+                raise UserError(f"{name} must be a finite number >= 0, got {v}", setting=name)
         for name in ("lr", "lr_decay"):
             if getattr(self, name) == 0:
-                raise UserError(f"{option(name)} must be positive, got 0")
+                raise UserError(f"{name} must be positive, got 0", setting=name)
         for name in ("beta1", "beta2", "dropout_x", "dropout_a"):
             v = getattr(self, name)
             if not 0 <= v < 1:
-                raise UserError(f"{option(name)} must lie in [0, 1), got {v}")
+                raise UserError(f"{name} must lie in [0, 1), got {v}", setting=name)
         if self.optimizer not in OPTIMIZERS:
-            raise UserError(f"--optimizer must be {' or '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        check_seed(self.seed, option("seed"))
+            raise UserError(f"optimizer must be {' or '.join(OPTIMIZERS)}, got {self.optimizer!r}", setting="optimizer")
+        check_seed(self.seed)
         for name in ("examples_per_epoch", "max_updates"):
             v = getattr(self, name)
             if v is not None and v < 1:
-                raise UserError(f"{option(name)} must be at least 1, got {v}")
+                raise UserError(f"{name} must be at least 1, got {v}", setting=name)
         bad = [x for x in self.frozen_names() if x not in PARAM_NAMES]
         if bad:
-            raise UserError(f"--frozen: unknown parameter {bad[0]!r}: use names among {', '.join(PARAM_NAMES)}")
+            raise UserError(f"frozen: unknown parameter {bad[0]!r}: use names among {', '.join(PARAM_NAMES)}",
+                            setting="frozen")
         if self.tie and "C" in self.frozen_names():
-            raise UserError("--frozen C with tied embeddings (--tie) would freeze U too: untie them or train C")
+            raise UserError("frozen C with tied embeddings (tie) would freeze U too: untie them or train C", setting="frozen")
 
 
 # these change the trajectory: a resumed run must use the same values

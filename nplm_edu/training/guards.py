@@ -121,4 +121,4 @@ def check_memory(need: int, what: str) -> None:
     avail = available_memory()
     if avail is not None and need > avail:
         raise UserError(f"{what} needs at least {need / 2 ** 30:.1f} GiB of memory and {avail / 2 ** 30:.1f} GiB "
-                        "are available: try a smaller --batch, model or corpus")
+                        "are available: try a smaller batch, model or corpus")

@@ -40,7 +40,7 @@ class CheckpointKeeper:
         self.path = self.out / "checkpoint.npz" if self.out is not None else None
         self.state, self.history = state, history
         # where the checkpoint this run can fall back on stands: the one it resumed from or last wrote
-        # (a file left by an earlier run that --force restarts is not it)
+        # (a file left by an earlier run that a fresh start replaces is not it)
         self.last_saved = saved_at(state) if resumed and self.path is not None else None
         # whether checkpoint.npz holds an epoch's end (validated); if not, the last one that did waits
         # in checkpoint.epoch.npz
@@ -159,7 +159,7 @@ def resume_state(path, model, config: TrainConfig, fingerprints, backend, n_batc
                         f"{meta['train'].get('frozen', '')!r}")
     if meta.get("data") not in fingerprints:
         raise UserError(f"{path} was trained on other data (another corpus, split or vocabulary): "
-                        "resume it on the same corpus, or start afresh with --force instead of --resume")
+                        "resume it on the same corpus, or start afresh instead of resuming", setting="resume")
     state = TrainState.from_meta(meta["state"])
     state.done = state.done and state.bad_epochs >= config.patience  # a larger patience goes on
     if not isinstance(state.rng_state, dict):

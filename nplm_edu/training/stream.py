@@ -48,7 +48,7 @@ class StreamConfig:
 
     def validate(self) -> None:
         if not isinstance(self.T, (int, np.integer)) or self.T < 1:
-            raise UserError(f"--T (time steps per batch) must be a whole number >= 1, got {self.T}")
+            raise UserError(f"T (time steps per batch) must be a whole number >= 1, got {self.T}", setting="T")
         check_clip(self.clip)
 
 
@@ -123,7 +123,7 @@ class StreamBackend(Backend):
         self.config, self.stream = config, stream or StreamConfig()
         self.stream.validate()
         if config.batch < 1:
-            raise UserError(f"--batch (B, the parallel streams) must be at least 1, got {config.batch}")
+            raise UserError(f"batch (B, the parallel streams) must be at least 1, got {config.batch}", setting="batch")
         if config.optimizer != "sgd":
             raise UserError("recurrent models are trained with SGD and gradient clipping (optimizer sgd)")
         if config.tie:

@@ -19,21 +19,22 @@ def build_model(name: str, order: int, V: int, classes: int | None = None, passe
 
     if name == "interp":
         if order != 3:
-            raise UserError("the deleted-interpolation model is a trigram: use --order 3")
+            raise UserError("order must be 3 for the deleted-interpolation model (a trigram)", setting="order")
         return InterpolatedTrigram(V, verbose=not quiet)
     if not 2 <= order <= 5:
-        raise UserError(f"--order must be 2..5 (at least one context word), got {order}")
+        raise UserError(f"order must be 2..5 (at least one context word), got {order}", setting="order")
     if name == "mle":
         return MaximumLikelihood(order, V)
     if name == "kn":
         return KneserNey(order, V)
     if name == "class":
         if classes is None:
-            raise UserError("--model class needs --classes C (the paper used 150, 200, 500, 1000, 2000)")
+            raise UserError("classes (the number of classes) is needed by the class model (the paper used 150, 200, "
+                            "500, 1000, 2000)", setting="classes")
         if passes < 0:
-            raise UserError(f"--passes must be 0 or more (exchange-algorithm passes), got {passes}")
+            raise UserError(f"passes must be 0 or more (exchange-algorithm passes), got {passes}", setting="passes")
         if seed is not None:
-            check_seed(seed, "--seed")
+            check_seed(seed)
         return ClassNgram(order, V, classes, passes=passes, seed=seed, progress=not quiet)
     raise UserError(f"unknown model {name!r}: use one of {', '.join(MODELS)}")
 

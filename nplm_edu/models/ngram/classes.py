@@ -49,7 +49,7 @@ def exchange_classes(train_ids, V: int, n_classes: int, passes: int = 3, seed: i
     """
     C = int(n_classes)
     if not 1 <= C <= V:
-        raise UserError(f"the number of classes (--classes) must be between 1 and |V| = {V}, got {C}")
+        raise UserError(f"classes (the number of classes) must be between 1 and |V| = {V}, got {C}", setting="classes")
     big = NgramCounts(train_ids, 2, V)
     u, v, n = big.keys[2] // V, big.keys[2] % V, big.counts[2].astype(np.float64)  # all bigrams, sorted by u
     self_loop = np.bincount(u[u == v], weights=n[u == v], minlength=V)  # (|V|,) N(w, w)

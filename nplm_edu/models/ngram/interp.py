@@ -67,7 +67,7 @@ class InterpolatedTrigram(LanguageModel):
         M-step, a(q) = mean share over the windows of bin q. Returns the log-likelihood before
         each iteration and after the last (never decreasing)."""
         if iterations < 0:
-            raise UserError(f"EM iterations (--em-iterations) must be >= 0, got {iterations}")
+            raise UserError(f"em_iterations must be >= 0, got {iterations}", setting="em_iterations")
         comp = self.components(contexts, targets)  # (K, 4)
         q = self.bins(contexts)  # (K,)
         n_q = np.bincount(q, minlength=self.n_bins)  # (n_bins,) windows per bin

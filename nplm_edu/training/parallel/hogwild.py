@@ -244,7 +244,7 @@ class HogwildBackend(Backend):
 
     def __init__(self, model, config, windows, workers: int = 2, locked: bool = False):
         if config.optimizer != "sgd" or config.dropout_x or config.dropout_a or config.tie:
-            raise UserError("--parallel hogwild trains with the paper's SGD only (no Adam, dropout or tied U)")
+            raise UserError("hogwild trains with the paper's SGD only (no Adam, dropout or tied U)")
         if workers < 1:
             raise UserError(f"workers must be at least 1, got {workers}")
         super().__init__(model)

@@ -295,7 +295,7 @@ class OutputBlockBackend(Backend):
 
     def __init__(self, model, config, comm=None):
         if config.optimizer != "sgd" or config.dropout_x or config.dropout_a or config.tie:
-            raise UserError("--parallel output-block trains with the paper's SGD only (no Adam, dropout or tied U)")
+            raise UserError("output-block training is the paper's SGD only (no Adam, dropout or tied U)")
         super().__init__(model)
         self.config, self.comm = config, comm
         self._build(model.params)
