@@ -88,7 +88,7 @@ def test_argparse_only_in_the_command_line():
 MAX_COMPLEXITY = 20  # radon's grade C or better: a function a reader can hold at once
 # functions of the experiments and the command line still above it, each with its complexity now: this list
 # only shrinks (a function leaves it when it is split; nothing new may join it)
-TOO_COMPLEX = {"nplm_edu.experiments.central_claim.run_one": 22}
+TOO_COMPLEX: dict[str, int] = {}
 
 
 def complexity(fn: ast.AST) -> int:
