@@ -297,18 +297,6 @@ FIGURES = [
     ("08_results", rf"would have been some {N} days of one core", lambda R: k1_slowdown(R) * compute(R, "seconds_training") / 3600 / 24, ".0f"),
     # chapter 8: the row beyond the paper
     ("08_results", rf"no direct connections \({N} million parameters", lambda R: R("beyond/parameters") / 1e6, ".1f"),
-    ("08_results", rf"the larger network reaches {N} on the test set", "beyond/test", ".1f"),
-    ("08_results", rf"on the test set, {N} of Kneser-Ney", "beyond/test_over_kn5/network", ".3f"),
-    ("08_results", rf"of Kneser-Ney: {N} below MLP9 in the table", lambda R: 1 - R("beyond/test") / single(R, "MLP9"), ".0%"),
-    ("08_results", rf"validation perplexity fell to {N} at the \w+ epoch", lambda R: R("beyond/history")[R("beyond/best_epoch") - 1]["valid_ppl"], ".1f"),
-    ("08_results", rf"stayed above it for the next \w+ \({N},", lambda R: R("beyond/history")[R("beyond/best_epoch")]["valid_ppl"], ".1f"),
-    ("08_results", rf"stayed above it for the next \w+ \([\d.]+, {N},", lambda R: R("beyond/history")[R("beyond/best_epoch") + 1]["valid_ppl"], ".1f"),
-    ("08_results", rf"stayed above it for the next \w+ \([\d.]+, [\d.]+, {N}\)", lambda R: R("beyond/history")[R("beyond/best_epoch") + 2]["valid_ppl"], ".1f"),
-    ("08_results", rf"paper's 0\.5 (?:now \*hurts\*|helps) \({N}\)", "beyond/mixtures/0.5/test", ".1f"),
-    ("08_results", rf"one weight \({N} on the network\) gives", "beyond/mixtures/kn5_em/weight", ".2f"),
-    ("08_results", rf"on the network\) gives {N}, and", "beyond/mixtures/kn5_em/test", ".1f"),
-    ("08_results", rf"gives \*\*{N}, [\d.]+ of Kneser-Ney\*\*", "beyond/chosen_test", ".1f"),
-    ("08_results", rf"gives \*\*[\d.]+, {N} of Kneser-Ney\*\*", lambda R: R("beyond/test_over_kn5")[R("beyond/chosen_on_valid")], ".3f"),
     # chapter 8: what the reproduction cost
     ("08_results", rf"In all, {N} hours of one core", lambda R: (compute(R, "seconds_training") + compute(R, "seconds_evaluation")) / 3600, ".1f"),
     ("08_results", rf"hours of one core \({N} of training", lambda R: compute(R, "seconds_training") / 3600, ".1f"),
@@ -784,7 +772,7 @@ OUTPUT_FIGURES = [
     ("08_results", rf"Dropout slows that \({N} then", trial("adam_dropout", "valid 2"), ".0f"),
     ("08_results", rf"Dropout slows that \([\d.]+ then {N}\)", trial("adam_dropout", "valid 3"), ".0f"),
     # chapter 8: the row beyond the paper, its epochs in words
-    ("08_results", rf"fell to [\d.]+ at the {W} epoch", r"\(\d+ min training, \d+ epochs, best epoch (\d+)\)", nth),
+    ("08_results", rf"fell to \S+ at the {W} epoch", r"\(\d+ min training, \d+ epochs, best epoch (\d+)\)", nth),
     ("08_results", rf"stayed above it for the next {W} \(", r"\(\d+ min training, (\d+) epochs, best epoch (\d+)\)", lambda runs, best: in_words(runs - best)),
     ("08_results", rf"ended the run after {W} epochs and kept", r"\(\d+ min training, (\d+) epochs, best epoch \d+\)", in_words),
     ("08_results", rf"and kept the {W} epoch's parameters", r"\(\d+ min training, \d+ epochs, best epoch (\d+)\)", nth),
