@@ -4,6 +4,7 @@ novelty split and the fixed features on small inputs, the Brown part in its quic
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,8 +35,11 @@ def test_every_sentence_with_a_pair_is_removed():
     assert np.isin(t[g["after"]], aux).mean() > 0.4  # the auxiliary after "yesterday the cat"
 
 
-def test_quick_pipeline(tmp_path):
-    path = run_central_claim(CentralClaimOptions(quick=True, brown=False), out=tmp_path / "cc.json", quiet=True)
+def test_quick_pipeline(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # a quick run writes under the scratch folder runs/results/, and says so
+    path = run_central_claim(CentralClaimOptions(quick=True, brown=False), quiet=True)
+    assert path == Path("runs/results/central_claim_quick.json") and not (tmp_path / "data").exists()
+    assert f"wrote {path}" in capsys.readouterr().out
     doc = json.loads(path.read_text())
     assert doc["quick"] and doc["brown"] is None and "command" in doc and "commit" in doc
     assert doc["grammar_optimum"]["entropy_rate_nats"] == pytest.approx(entropy_rate(), abs=1e-6)

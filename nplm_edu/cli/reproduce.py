@@ -20,6 +20,7 @@ from __future__ import annotations
 from ..experiments import beyond, central_claim, lr_sweep, minibatch, ngrams, output_layers, recurrent, table1
 from ..models.nplm import NPLMConfig
 from ..training.trainer import TrainConfig
+from ..experiments.common import default_results
 from ..experiments.skeleton import check_not_over
 from .corpus import add_corpus_args, corpus_input, corpus_spec
 from .options import add_options, description, from_options
@@ -29,6 +30,15 @@ from .train import HELP
 RUNS_DEFAULT = "(default $NPLM_EDU_RUNS or ~/.cache/nplm_edu/runs)"
 
 TARGETS = ("ngrams", "table1", "minibatch", "beyond", "lr-sweep", "output-layers", "recurrent", "central-claim")
+
+
+def _outs(name: str) -> str:
+    """The default output files of a target, as its --out help says them."""
+    return f"{default_results(name)}; {default_results(name, True)} with --quick"
+
+
+def _quick(name: str) -> str:
+    return str(default_results(name, True))
 
 
 def _common(p, default_out: str, brown_slice: tuple[int, int] | None = None) -> None:
@@ -132,12 +142,12 @@ def add_cli(subparsers) -> None:
 
     q = sub.add_parser("table1", help="the neural rows of Table 1 (hours, resumable)",
                        description="Train and evaluate the neural rows of Table 1 (MLP1-MLP10).")
-    _common(q, "data/results/table1.json, table1_quick.json with --quick")
+    _common(q, _outs("table1"))
     add_options(q, table1.TRAIN, skip=_only(table1.TRAIN, table1.TRAIN_OPTIONS), help=HELP)
     add_options(q, table1.Table1Options(), help={
         "rows": "trained rows to run, e.g. MLP1,MLP9 (default all; each brings its mixed even row)",
         "quick": f"the same pipeline on a slice ({table1.QUICK_SPLIT[0]:,}/{table1.QUICK_SPLIT[1]:,}/"
-                 f"{table1.QUICK_SPLIT[2]:,} tokens, at most {table1.QUICK_EPOCHS} epochs), into table1_quick.json",
+                 f"{table1.QUICK_SPLIT[2]:,} tokens, at most {table1.QUICK_EPOCHS} epochs), into {_quick('table1')}",
         "runs_dir": f"where rows checkpoint {RUNS_DEFAULT}",
         "force": "retrain the requested rows from scratch",
         "save_features": "write the best network's word features C to <out>_features.npz (never with --quick)"})
@@ -156,11 +166,11 @@ def add_cli(subparsers) -> None:
 
     q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (one to two hours, resumable)",
                        description="One row of Table 1 trained with what we know now.")
-    _common(q, "data/results/beyond.json, beyond_quick.json with --quick")
+    _common(q, _outs("beyond"))
     add_options(q, beyond.NETWORK, skip=_only(beyond.NETWORK, beyond.NETWORK_OPTIONS), help=HELP)
     add_options(q, beyond.TRAIN, skip=_only(beyond.TRAIN, beyond.TRAIN_OPTIONS), help=HELP)
     add_options(q, beyond.BeyondOptions(), help={"quick": f"the same pipeline on a slice, at most "
-                                                          f"{beyond.QUICK_EPOCHS} epochs, into beyond_quick.json",
+                                                          f"{beyond.QUICK_EPOCHS} epochs, into {_quick('beyond')}",
                                                  "runs_dir": f"where the run checkpoints and resumes {RUNS_DEFAULT}",
                                                  "force": "train again from scratch"})
     q.set_defaults(func=_checked(_beyond))
@@ -169,20 +179,20 @@ def add_cli(subparsers) -> None:
                        description="Train one Table 1 network once per eps_0 on a slice of Brown (the first "
                                    f"{lr_sweep.SLICE[0]:,} / {lr_sweep.SLICE[1]:,} tokens unless --train-size / "
                                    "--valid-size say otherwise) and compare validation perplexities.")
-    _common(q, "data/results/lr_sweep.json, lr_sweep_quick.json with --quick", brown_slice=lr_sweep.SLICE)
+    _common(q, _outs("lr_sweep"), brown_slice=lr_sweep.SLICE)
     add_options(q, lr_sweep.LrSweepOptions(), help={
         "row": "the Table 1 network to train", "lrs": "values of eps_0, comma-separated",
         "epochs": "epochs of every run (fixed: no early stopping)", "batch": "K of every run",
         "decay_rate": "r of every run", "weight_decay": "weight decay of every run",
         "seed": "initialisation and shuffling seed", "quick": f"a slice of the corpus, at most "
-                                                              f"{lr_sweep.QUICK_EPOCHS} epochs, into lr_sweep_quick.json"})
+                                                              f"{lr_sweep.QUICK_EPOCHS} epochs, into {_quick('lr_sweep')}"})
     q.set_defaults(func=_checked(_lr_sweep))
 
     ol = output_layers
     q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003 (hours on Brown, resumable)",
                        description="MLP9 trained with the full, class-factored and tree softmaxes, importance "
                                    "sampling and NCE, side by side; and the energy network of section 5 on a slice.")
-    _common(q, "data/results/output_layers.json, output_layers_quick.json with --quick")
+    _common(q, _outs("output_layers"))
     add_options(q, ol.TRAIN, skip=_only(ol.TRAIN, ol.TRAIN_OPTIONS), help=HELP)
     add_options(q, ol.OutputLayersOptions(), help={
         "methods": "methods to run, e.g. full,nce (default all; the full softmax always runs)",
@@ -190,7 +200,7 @@ def add_cli(subparsers) -> None:
         "k_is": "samples per batch for importance sampling", "k_nce": "noise samples per batch for NCE",
         "class_file": "a file of 'word class' lines: adds the class-file method (default: none)",
         "energy": "also train the energy network of section 5 on a slice",
-        "quick": f"the same pipeline on a slice, at most {ol.QUICK_EPOCHS} epochs, into output_layers_quick.json",
+        "quick": f"the same pipeline on a slice, at most {ol.QUICK_EPOCHS} epochs, into {_quick('output_layers')}",
         "runs_dir": f"where methods checkpoint {RUNS_DEFAULT}",
         "force": "start the results file and the methods' runs again"})
     q.set_defaults(func=_checked(_output_layers))
@@ -199,12 +209,12 @@ def add_cli(subparsers) -> None:
                        description=description(recurrent.__doc__, 1) + " An Elman network (RNN) and an LSTM "
                        "read the corpus as parallel streams, trained with truncated backpropagation through time; "
                        "the options from --h on override the fixed settings for every model.")
-    _common(q, "data/results/recurrent.json, recurrent_quick.json with --quick")
+    _common(q, _outs("recurrent"))
     add_options(q, recurrent.RecurrentOptions(), help={
         "models": f"models to train, comma-separated, in the order given: "
                   f"{' or '.join(recurrent.CELLS)} or both (default {recurrent.RecurrentOptions.models})",
         "quick": "the same pipeline on a slice with a small network (as with "
-                 + " ".join(f"--{k} {v}" for k, v in recurrent.QUICK.items()) + "), into recurrent_quick.json",
+                 + " ".join(f"--{k} {v}" for k, v in recurrent.QUICK.items()) + f"), into {_quick('recurrent')}",
         "runs_dir": f"where the models checkpoint {RUNS_DEFAULT}",
         "force": "train again from scratch",
         "test": "score the test set too (--no-test: validation only, for trials of settings)",
@@ -216,8 +226,7 @@ def add_cli(subparsers) -> None:
                                    "removed from the synthetic grammar's training data and scored by the network "
                                    "and the n-grams; on Brown, novel trigrams split by whether a near neighbour "
                                    "of a context word makes them seen; C learned or fixed.")
-    q.add_argument("--out", default=None, help="output file (default data/results/central_claim.json, "
-                                                "central_claim_quick.json with --quick)")
+    q.add_argument("--out", default=None, help=f"output file (default {_outs('central_claim')})")
     q.add_argument("--quiet", action="store_true", help="no progress lines")
     add_options(q, central_claim.CentralClaimOptions(), help={
         "seeds": "networks per variant on the synthetic grammar", "brown": "also the Brown part (needs the corpus)",

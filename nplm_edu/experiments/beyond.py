@@ -22,7 +22,7 @@ EM on validation, the reported model by its validation perplexity) was fixed bef
 set is scored once, at the end. Commands::
 
     python -m nplm_edu reproduce beyond                  # Brown, one to two hours on one core: beyond.json
-    python -m nplm_edu reproduce beyond --quick          # the same pipeline on a slice: beyond_quick.json
+    python -m nplm_edu reproduce beyond --quick          # the same pipeline on a slice: runs/results/beyond_quick.json
     python -m nplm_edu reproduce beyond --optimizer adam --lr 2e-3 --lr-decay 0.6 --batch 256 \\
         --weight-decay 0.1 --dropout-x 0.2 --dropout-a 0.3 --runs-dir /tmp/adam --out /tmp/adam.json
 

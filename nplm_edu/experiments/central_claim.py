@@ -74,7 +74,7 @@ GROUPS = ("completing", "after", "other")
 @dataclass
 class CentralClaimOptions:
     """``seeds``: networks per variant on the synthetic grammar; ``brown``: also the Brown part;
-    ``quick``: the whole pipeline in about a minute (into central_claim_quick.json); ``runs_dir``:
+    ``quick``: the whole pipeline in about a minute (into runs/results/central_claim_quick.json); ``runs_dir``:
     where the Brown networks checkpoint; ``force``: train them again from scratch."""
 
     seeds: int = 3
@@ -176,7 +176,8 @@ def count_scores(corpus, held_tokens: list, held: tuple, test: tuple, groups: di
     hmm = GrammarHMM()
     stream = hmm.log_probs(corpus.vocab.decode(corpus.ids))  # the grammar, from the first sentence on
     models = {"grammar": scores(hmm.log_probs(held_tokens)[NETWORK.n - 1:], stream[corpus.bounds[1]:], groups)}
-    for name, lm in (("kn5", KneserNey(5, corpus.V).fit(corpus.train)), ("kn3", KneserNey(3, corpus.V).fit(corpus.train)),
+    V = corpus.V
+    for name, lm in (("kn5", KneserNey(5, V).fit(corpus.train)), ("kn3", KneserNey(3, V).fit(corpus.train)),
                      ("interpolated_trigram", InterpolatedTrigram(corpus.V, verbose=False)
                       .fit(corpus.train, valid=corpus.windows("valid", 3)))):
         k = lm.order - 1

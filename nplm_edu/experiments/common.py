@@ -28,7 +28,8 @@ from ..errors import UserError
 from ..numerics.blas import blas_info
 from ..training.checkpoint import check_writable
 
-RESULTS = Path("data/results")
+RESULTS = Path("data/results")  # the full runs of the reproduce targets: the committed results
+SCRATCH = Path("runs/results")  # quick runs: beside the runs, never over a committed file (runs/ is not in git)
 PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -114,10 +115,16 @@ def check_output_path(path, option: str = "--out") -> Path:
     return path
 
 
+def default_results(name: str, quick: bool = False) -> Path:
+    """Where a target writes unless told: data/results/<name>.json, or runs/results/<name>_quick.json for a
+    quick run (a scratch folder: only the full targets write data/results/)."""
+    return SCRATCH / f"{name}_quick.json" if quick else RESULTS / f"{name}.json"
+
+
 def results_path(out, name: str, quick: bool = False) -> Path:
-    """Where a target writes: ``out`` if given, else data/results/<name>.json (<name>_quick.json for a
-    quick run), checked for writing now (:func:`check_output_path`)."""
-    return check_output_path(Path(out) if out else RESULTS / f"{name}{'_quick' if quick else ''}.json")
+    """Where a target writes: ``out`` if given, else :func:`default_results`, checked for writing now
+    (:func:`check_output_path`)."""
+    return check_output_path(Path(out) if out else default_results(name, quick))
 
 
 def runs_root(runs_dir: str | None) -> Path:

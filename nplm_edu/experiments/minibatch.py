@@ -105,7 +105,8 @@ def run_minibatch(opts: MinibatchOptions | None = None, spec: CorpusSpec | None 
             print("   valid perplexity per epoch: " + ", ".join(f"{e['valid_ppl']:.1f}"
                                                             for e in doc["runs"][name]["history"]), flush=True)
     doc = merge_results(out, "minibatch", doc, doc["runs"], started, field="runs",
-                        same=("row", "model", "corpus", "V", "tokens", "weight_decay", "epochs"), order=list(runs_of(opts)))
+                        same=("row", "model", "corpus", "V", "tokens", "weight_decay", "epochs"),
+                        order=list(runs_of(opts)))
     print_runs(doc)
     print(f"wrote {out}")
     return out

@@ -22,7 +22,7 @@ example, too slow for all of Brown on two cores.
 
     python -m nplm_edu reproduce output-layers                         # Brown: data/results/output_layers.json
     python -m nplm_edu reproduce output-layers --methods full,nce       # some methods (the others stay in the file)
-    python -m nplm_edu reproduce output-layers --quick                  # a slice, minutes: output_layers_quick.json
+    python -m nplm_edu reproduce output-layers --quick  # a slice, minutes: runs/results/output_layers_quick.json
 
 Each method trains in ``<runs-dir>/<out stem>/<method>/`` through the one trainer and checkpoints
 there; rerunning the command resumes inside the method and skips methods already in the file with

@@ -22,7 +22,7 @@ diverged; lr 5 beat lr 2 (validation 781 against 870); dropout 0, 0.1 and 0.3 we
 epochs (889, 766, 781), so it keeps the LSTM's 0.3. Commands::
 
     python -m nplm_edu reproduce recurrent              # Brown, hours on one core: recurrent.json
-    python -m nplm_edu reproduce recurrent --quick      # the same pipeline on a slice: recurrent_quick.json
+    python -m nplm_edu reproduce recurrent --quick      # the same pipeline on a slice: runs/results/recurrent_quick.json
 
 Each model trains in ``<runs-dir>/<out stem>/<model>/`` and checkpoints there after every epoch, every
 10 minutes and on Ctrl-C; rerunning the same command resumes, and the results file is rewritten

@@ -144,7 +144,8 @@ def run_folder(run_dir, stamp: dict, force: bool = False, fresh_ok: bool = False
             old = _stamp_of(stamp_path) if stamp_path.exists() else None
             if old != stamp and not (force or fresh_ok):
                 why = "an unreadable " + name if old == "unreadable" else "other settings"
-                raise UserError(f"{run_dir} holds a run with {why}{f' ({what})' if what else ''}: pass --force to train from scratch, "
+                whose = f" ({what})" if what else ""
+                raise UserError(f"{run_dir} holds a run with {why}{whose}: pass --force to train from scratch, "
                                 "or another --runs-dir")
             if old != stamp or force:
                 shutil.rmtree(run_dir)

@@ -17,7 +17,7 @@ Commands::
     python -m nplm_edu reproduce table1 --rows MLP1,MLP5
     python -m nplm_edu results --runs                      # how far each row has got
     python -m nplm_edu reproduce table1 --rows MLP7,MLP1   # some rows only (the others stay in the file)
-    python -m nplm_edu reproduce table1 --quick            # same pipeline on a slice, minutes: table1_quick.json
+    python -m nplm_edu reproduce table1 --quick            # same pipeline on a slice, minutes: runs/results/table1_quick.json
     python -m nplm_edu reproduce table1 --rows MLP1 --force   # retrain a row from scratch
 
 Training: minibatch SGD (``train.train``) with validation after every epoch and early stopping, as in
@@ -214,7 +214,8 @@ def row_entries(row: str, model, history: dict, ev: dict, s: dict, full_brown: b
         "early_stopped": len(epochs) < s["epochs"], "resumed": run["resumed"],
         "train": r3(ev["train"]), "valid": r3(ev["valid"]), "test": r3(ev["test"]),
         "paper": dict(zip(("train", "valid", "test"), paper)),
-        "mixtures": {k: {kk: (r3(vv) if kk != "weights" else vv) for kk, vv in v.items()} for k, v in ev["mix"].items()},
+        "mixtures": {k: {kk: (r3(vv) if kk != "weights" else vv) for kk, vv in v.items()}
+                     for k, v in ev["mix"].items()},
         "test_by_frequency": ev["test_by_frequency"], "history": rounded_history(epochs),
         "seconds_training": round(sum(e["seconds"] for e in epochs), 2),
         "seconds_evaluation": run["seconds_evaluation"], **stamp}}
