@@ -2,7 +2,7 @@
 
 The paper's eps_0 = 1e-3 is for one example per update (section 4). ``reproduce table1`` trains
 with minibatches of K = 128 and the gradient of the *mean* loss, so its eps_0 must be larger (a
-step of eps_0 / K per example); the table uses eps_0 = 1.0. This target justifies that value on
+step of eps_0 / K per example); the table uses eps_0 = 1.0. This command justifies that value on
 the validation set: it trains one Table 1 network (MLP9 by default) on a slice of Brown (the first
 100,000 training tokens, validated on 20,000) from the same initial parameters, in the same
 shuffled order, for the same number of epochs fixed in advance, once for each eps_0 of a small

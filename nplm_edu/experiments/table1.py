@@ -22,9 +22,9 @@ Commands::
 
 Training: minibatch SGD (``train.train``) with validation after every epoch and early stopping, as in
 the paper: a row stops after ``--patience`` epochs without a lower validation perplexity and keeps its
-best parameters, or after ``--epochs``. These two were fixed before the runs of the committed table and
+best parameters, or after ``--epochs``. These two were fixed before the runs of data/results/table1.json and
 are the same for every row: patience 3, at most 30 epochs (the paper trained 10 to 20 epochs on Brown).
-The other defaults are the committed table's too: K = 128 examples per update, eps_0 = 1.0 on the
+The other defaults are that table's too: K = 128 examples per update, eps_0 = 1.0 on the
 minibatch's mean gradient, r = 1e-4 per update (6,250 updates per epoch on Brown, so the rate is 0.29
 after 4 epochs, 0.14 after 10, 0.05 after 30), weight decay 1e-4 as in the paper. The paper's K = 1
 would take about half an hour per epoch per row on one core; ``reproduce minibatch`` shows what

@@ -198,7 +198,7 @@ class KneserNey(RecursiveNgram):
     """Interpolated modified Kneser-Ney of order 2..5 (Chen & Goodman 1999), recursing to 1/|V|.
 
     ``discounts``: optional list of n (D(1), D(2), D(3+)) triples, lowest order first, to replace
-    the estimates from counts of counts (for teaching and for hand-checked tests).
+    the estimates from counts of counts (for teaching, and to check a small example by hand).
     """
 
     def __init__(self, order: int, V: int, discounts=None):
