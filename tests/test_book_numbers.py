@@ -586,13 +586,13 @@ OUTPUT_FIGURES = [
     ("03_ngrams", rf"With 500 classes instead of {N} words", rf"Brown: {BROWN_V};", None),
     ("03_ngrams", rf"\$\|V\|\$ = {N} against 16,383", rf"Brown: {BROWN_V};", None),
     # chapter 3: the samples
-    ("03_ngrams", rf"\(only {N} of the trigram's", r"τ = 1\.0, trigram : (\d+%) of the sampled", None),
-    ("03_ngrams", rf"trigram's and {N} of the 5-gram's occur", r"τ = 1\.0, Kneser-Ney 5-gram: (\d+%) of the sampled", None),
-    ("03_ngrams", rf"\((\w+ \w+) of the 5-gram's four-word stretches", r"τ = 0\.7, Kneser-Ney 5-gram: (\d+%) of the sampled",
+    ("03_ngrams", rf"\(only {N} of the trigram's", r"τ = 1\.0 trigram (\d+%) \d+%", None),
+    ("03_ngrams", rf"trigram's and {N} of the 5-gram's occur", r"τ = 1\.0 Kneser-Ney 5-gram (\d+%) \d+%", None),
+    ("03_ngrams", rf"\((\w+ \w+) of the 5-gram's four-word stretches", r"τ = 0\.7 Kneser-Ney 5-gram (\d+%) \d+%",
      lambda x: {2: "two thirds"}.get(round(3 * x), f"{x:.0%}")),
     ("03_ngrams", rf"grows from {N} of the training tokens", r"\(<unk> is (\d+%) of the training tokens\)", None),
     ("03_ngrams", rf"training tokens to {N} of the 5-gram's text",
-     r"τ = 0\.7, Kneser-Ney 5-gram: \d+% of the sampled 4-grams occur in training; <unk> is (\d+%)", None),
+     r"τ = 0\.7 Kneser-Ney 5-gram \d+% (\d+%)", None),
     # chapter 3: the vocabulary of the largest resampled corpus
     ("03_ngrams", rf"grows with the corpus \({N} words here\)", rf"100 million tokens: {BROWN_V}", lambda x: f"{round(x, -3):,.0f}"),
     ("03_ngrams", rf"At \$\|V\| = {TEX}\$ the first", rf"100 million tokens: {BROWN_V}", lambda x: f"{round(x, -3):,.0f}"),
