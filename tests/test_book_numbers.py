@@ -186,7 +186,6 @@ def removed_margin(R, model):  # nats per token by which the network beats a mod
 
 
 NOV = "central_claim/brown/novel_trigrams"
-FF = "central_claim/brown/fixed_features/variants"
 
 
 N = r"([-\d.,]+%?)"  # a number as the prose prints it
@@ -346,18 +345,7 @@ FIGURES = [
     ("08_results", rf"after the sixth epoch, {N}, is the table's run", f"{NOV}/network/best_valid_ppl", ".3f"),
     ("08_results", rf"after the sixth epoch, {N}, is the table's run", "table1/rows/MLP9/history/5/valid_ppl", ".3f"),
     ("08_results", rf"its test perplexity is {N}\), and splits", f"{NOV}/network/test_ppl", ".3f"),
-    ("08_results", rf"on the {N} of tokens whose trigram was seen", f"{NOV}/groups/seen/share", ".1%"),
-    ("08_results", rf"was seen \(−{N} nats per token", lambda R: -R(f"{NOV}/groups/seen/network_minus_kn5"), ".3f"),
-    ("08_results", rf"makes the trigram seen \(\+{N}\)", f"{NOV}/groups/neighbour_seen/network_minus_kn5", ".3f"),
-    ("08_results", rf"or not \(\+{N}\)", f"{NOV}/groups/no_neighbour/network_minus_kn5", ".3f"),
-    ("08_results", rf"the same way \(\+{N} and", f"{NOV}/control_frequency_matched/neighbour_seen/network_minus_kn5", ".3f"),
-    ("08_results", rf"the same way \(\+[\d.]+ and \+{N}\)", f"{NOV}/control_frequency_matched/no_neighbour/network_minus_kn5", ".3f"),
-    # chapter 8: features fixed in advance
-    ("08_results", rf"test perplexity {N} with the fixed principal components", f"{FF}/fixed_pca/test_ppl", ".1f"),
-    ("08_results", rf"against {N} with features learned for the task", f"{FF}/learned/test_ppl", ".1f"),
-    ("08_results", rf"and {N} with random fixed features", f"{FF}/fixed_random/test_ppl", ".1f"),
-    ("08_results", rf"beat random features by {N}", lambda R: 1 - R(f"{FF}/fixed_pca/test_ppl") / R(f"{FF}/fixed_random/test_ppl"), ".0%"),
-    ("08_results", rf"give a perplexity {N} lower", lambda R: 1 - R(f"{FF}/learned/test_ppl") / R(f"{FF}/fixed_pca/test_ppl"), ".0%"),
+    # (chapter 8: the new trigrams by substitute and the features fixed in advance are glued from central_claim.json)
     # chapter 9: the out-of-vocabulary rule on Brown
     ("09_embeddings", rf"\(−{N} against −[\d.]+ nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_own"), ".3f"),
     ("09_embeddings", rf"\(−[\d.]+ against −{N} nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_unk"), ".3f"),
