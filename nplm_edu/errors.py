@@ -11,6 +11,7 @@ the option a user types instead (``--lr must be ...``, :func:`flag`).
 """
 
 import re
+import typing
 
 import math
 import numbers
@@ -85,8 +86,8 @@ def a_model(kind: str) -> str:
     return f"{'an' if kind[:1].lower() in 'aeio' else 'a'} {kind}"
 
 
-_KINDS = {"int": numbers.Integral, "float": numbers.Real, "str": str, "bool": bool, "dict": dict, "list": list,
-          "None": type(None)}
+_CHECKED = {int: numbers.Integral, float: numbers.Real, str: str, bool: bool, dict: dict, list: list,
+            type(None): type(None)}  # the declared types checked, and what a value of each may be
 
 
 def mistyped_field(cls, values: dict):
@@ -99,22 +100,22 @@ def mistyped_field(cls, values: dict):
     ... class C:
     ...     n: int = 1
     ...     x: float = 0.5
-    ...     on: bool = True
+    ...     on: bool | None = True
     >>> mistyped_field(C, {"n": "2"}), mistyped_field(C, {"x": float("nan")}), mistyped_field(C, {"on": 1})
-    (('n', '2', 'int'), ('x', nan, 'float'), ('on', 1, 'bool'))
-    >>> mistyped_field(C, {"n": 2, "x": 1, "on": False}) is None  # an int is a float too
+    (('n', '2', 'int'), ('x', nan, 'float'), ('on', 1, 'bool | None'))
+    >>> mistyped_field(C, {"n": 2, "x": 1, "on": None}) is None  # an int is a float too
     True
     """
+    hints = typing.get_type_hints(cls)
     for f in fields(cls):
-        declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", None) or str(f.type)
-        kinds = [t.strip() for t in declared.split("|")]
-        if f.name not in values or not all(k in _KINDS for k in kinds):
+        kinds = typing.get_args(hints[f.name]) or (hints[f.name],)  # int | None -> (int, NoneType)
+        if f.name not in values or not all(k in _CHECKED for k in kinds):
             continue
         v = values[f.name]
-        ok = (isinstance(v, tuple(_KINDS[k] for k in kinds)) and (not isinstance(v, bool) or "bool" in kinds)
+        ok = (isinstance(v, tuple(_CHECKED[k] for k in kinds)) and (not isinstance(v, bool) or bool in kinds)
               and (not isinstance(v, numbers.Real) or isinstance(v, numbers.Integral) or math.isfinite(v)))
         if not ok:
-            return f.name, v, declared
+            return f.name, v, " | ".join("None" if k is type(None) else k.__name__ for k in kinds)
     return None
 
 

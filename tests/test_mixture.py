@@ -1,6 +1,7 @@
 """Mixtures of two language models: probabilities, EM weights (single and per bin), the report."""
 
 import math
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -167,7 +168,7 @@ def test_mix_refuses_a_checkpoint_whose_network_gives_nan(tmp_path, capsys):
     model = FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=4, h=5))
     for p in model.params.values():
         p[...] = 3e37  # finite, but the logits overflow to inf and the probabilities to nan
-    meta = {"kind": "nplm", "model": model.config_dict(), "train": vars(TrainConfig()), "state": vars(TrainState()),
+    meta = {"kind": "nplm", "model": asdict(model.config), "train": vars(TrainConfig()), "state": vars(TrainState()),
             "data": corpus_fingerprints(corpus, 3)[0]}
     save_checkpoint(tmp_path / "checkpoint.npz", model.params, meta)
     rc = main(["mix", str(tmp_path / "checkpoint.npz"), "--corpus", "synthetic", "--synthetic-tokens", "3000"])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from nplm_edu.analysis.cooccurrence import nearest_neighbours
-from nplm_edu.analysis.oov import log_prob_with_rows, oov_features, oov_study
+from nplm_edu.analysis.oov import expected_features, log_prob_with_rows, oov_study
 from nplm_edu.data.corpus import Corpus, Vocabulary
 from nplm_edu.data.synthetic import generate
 from nplm_edu.data.vocab import UNK
@@ -33,7 +33,7 @@ def test_the_formula_and_the_extended_table(setup):
     tokens, classes, corpus, model = setup
     ctx = corpus.windows("train", 4)[0][:50]
     P, C = model.probs(ctx), model.params["C"].astype(np.float64)
-    np.testing.assert_allclose(oov_features(model, ctx), (P @ C).mean(axis=0), rtol=1e-10)  # the sum, averaged
+    np.testing.assert_allclose(expected_features(model, ctx), P @ C, rtol=1e-10)  # sum_i C(i) P(i | context)
     c, t = corpus.windows("test", 4)
     row = model.params["C"][c[:20, -1]]  # a new word whose row copies each context's last word
     np.testing.assert_allclose(log_prob_with_rows(model, np.c_[c[:20, :-1], np.full(20, corpus.V)], t[:20], row[:1]),

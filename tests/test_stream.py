@@ -13,8 +13,9 @@ from nplm_edu.models.nplm import NPLMConfig
 from nplm_edu.models.rnn import RecurrentConfig
 from nplm_edu.numerics.fused import FusedNPLM
 from nplm_edu.numerics.recurrent import recurrent_model
-from nplm_edu.training.stream import (StreamBackend, StreamBatches, StreamConfig, perplexity_of,
-                                      recurrent_from_checkpoint, split_log_probs, split_stream)
+from nplm_edu.training.guards import perplexity_of
+from nplm_edu.training.stream import (StreamBackend, StreamBatches, StreamConfig, recurrent_from_checkpoint,
+                                      split_log_probs, split_stream)
 from nplm_edu.training.trainer import TrainConfig, train
 
 

@@ -6,9 +6,9 @@ at the place where j occurs:
 
     C(j) = sum_i C(i) P(i | w_{t-n+1}, ..., w_{t-1})        (the context before j)
 
-the average of the known words' features, weighted by how probable each is there. A word seen in
-several places gets the mean over its occurrences (:func:`oov_features`). j can then be used as
-context: the next words are predicted from C(j) instead of C(<unk>)
+the average of the known words' features, weighted by how probable each is there
+(:func:`expected_features`; here each new word gets those of its first occurrence). j can then be
+used as context: the next words are predicted from C(j) instead of C(<unk>)
 (:func:`log_prob_with_rows`). The paper also adds j to the output vocabulary and renormalises;
 that needs output weights for j, which the formula does not give for this network, so here j is
 still predicted as ``<unk>``: the probabilities stay over the same |V| outcomes and compare directly.
@@ -29,11 +29,6 @@ def expected_features(model, contexts: np.ndarray) -> np.ndarray:
         raise UserError("expected features need at least one context (K, n-1)")
     C = model.params["C"].astype(np.float64)  # (|V|, m)
     return np.concatenate([model.probs(contexts[i:i + 1024]) @ C for i in range(0, len(contexts), 1024)])
-
-
-def oov_features(model, contexts: np.ndarray) -> np.ndarray:
-    """C(j) = mean over the contexts (K, n-1) where j occurs of sum_i C(i) P(i | context): (m,) float64."""
-    return expected_features(model, contexts).mean(axis=0)
 
 
 def log_prob_with_rows(model, contexts: np.ndarray, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -16,14 +16,10 @@ from pathlib import Path
 
 
 def new_file_mode() -> int:
-    """The permissions ``open()`` gives a new file now: 0o666 less the process's umask, read from
-    /proc (setting the umask to read it back, elsewhere, briefly changes it for every thread)."""
-    try:
-        with open("/proc/self/status") as f:
-            mask = next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        mask = os.umask(0o022)
-        os.umask(mask)
+    """The permissions ``open()`` gives a new file now: 0o666 less the process's umask (which can
+    only be read by setting it, and is set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
     return 0o666 & ~mask
 
 

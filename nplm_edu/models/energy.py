@@ -32,7 +32,7 @@ Backward, with p_i = P(w_t = i | context) and L the mean negative log-likelihood
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -83,9 +83,6 @@ class EnergyNPLM(LanguageModel):
 
     def num_params(self) -> int:
         return int(sum(p.size for p in self.params.values()))
-
-    def config_dict(self) -> dict:
-        return asdict(self.config)
 
     def batch_bytes(self, K: int) -> int:
         """A lower bound on the memory one update holds beside the parameters: the (chunk, |V|, h)

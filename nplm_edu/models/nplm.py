@@ -26,7 +26,7 @@ b = d = 0.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -109,9 +109,6 @@ class NPLM(LanguageModel):
         if outputs is None:
             outputs = cfg.V if isinstance(self.output, FullSoftmax) else 0
         return K * (outputs + 3 * (cfg.h + (cfg.n - 1) * cfg.m)) * np.dtype(cfg.dtype).itemsize
-
-    def config_dict(self) -> dict:
-        return asdict(self.config)
 
     def tie(self) -> None:
         """Make U the same array as C: y = b + C a, the output vector of word i is its feature vector

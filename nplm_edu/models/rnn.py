@@ -40,7 +40,7 @@ This is the reference implementation: one loop over time each way, plain numpy. 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -133,9 +133,6 @@ class RecurrentLM:
     # ----------------------------------------------------------------- helpers
     def num_params(self) -> int:
         return int(sum(p.size for p in self.params.values()))
-
-    def config_dict(self) -> dict:
-        return asdict(self.config)
 
     def initial_state(self, B: int) -> tuple:
         """The state at the start of a stream: zeros, (B, h) per state array."""

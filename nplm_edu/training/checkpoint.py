@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.files import atomic_write, remove_stale_temporaries  # noqa: F401 -- the trainer's too
+from ..data.files import atomic_write
 from ..errors import UserError, a_model, mistyped_field
 
 FORMAT = "nplm-edu-checkpoint-2"

@@ -22,10 +22,10 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from ..data.files import atomic_write
+from ..data.files import atomic_write, remove_stale_temporaries
 from ..errors import UserError, a_model
 from .checkpoint import (TrainingDiverged, TrainState, check_space, check_types, check_writable, epoch_copy,
-                         keep_aside, load_checkpoint, remove_stale_temporaries, save_checkpoint, saved_at)
+                         keep_aside, load_checkpoint, save_checkpoint, saved_at)
 from .config import TRAJECTORY, TrainConfig
 
 

@@ -33,7 +33,6 @@ from ..numerics.recurrent import recurrent_model
 from .backends import Backend
 from .checkpoint import TrainState, build_from_meta, load_checkpoint, set_params
 from .clip import check_clip, clip_grad_norm
-from .guards import perplexity_of  # noqa: F401 -- the stream's perplexity, importable from here
 from .optim import dropout_mask, sgd_step
 
 
