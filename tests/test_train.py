@@ -526,9 +526,11 @@ def assert_refused_in_one_line(tmp_path, capsys, spoil, says):
 # ----------------------------------------------------------------- resume through a real process
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-CLI_RUN = [sys.executable, "-m", "nplm_edu", "train", "--corpus", "synthetic", "--n", "3", "--h", "8", "--m", "6",
-           "--epochs", "4", "--batch", "4", "--lr", "0.1", "--seed", "3", "--patience", "10", "--quiet"]
-UPDATES_PER_EPOCH = 6000  # 24,000 training windows of the default synthetic corpus / K = 4
+EPOCHS = 3
+CLI_RUN = [sys.executable, "-m", "nplm_edu", "train", "--corpus", "synthetic", "--synthetic-tokens", "15000", "--n", "3",
+           "--h", "8", "--m", "6", "--epochs", str(EPOCHS), "--batch", "4", "--lr", "0.1", "--seed", "3", "--patience",
+           "10", "--quiet"]
+UPDATES_PER_EPOCH = 3000  # 12,000 training windows of a 15,000-token synthetic corpus / K = 4
 
 
 def _cli(out, *extra, timeout=120):
@@ -575,7 +577,7 @@ def test_cli_resume_after_a_real_interruption_equals_uninterrupted(tmp_path, uni
     else:
         assert proc.returncode == -signal.SIGKILL
     state = load_checkpoint(out / "checkpoint.npz")[0]["state"]
-    assert 0 < state["step"] < 4 * UPDATES_PER_EPOCH and not state["done"]  # really stopped mid-run
+    assert 0 < state["step"] < EPOCHS * UPDATES_PER_EPOCH and not state["done"]  # really stopped mid-run
     if how != "SIGKILL":
         assert state["step"] > UPDATES_PER_EPOCH and state["batch_in_epoch"] > 0  # saved on the signal, mid-epoch
 
@@ -590,8 +592,8 @@ def test_cli_resume_after_a_real_interruption_equals_uninterrupted(tmp_path, uni
             assert np.array_equal(a[k], b[k]), k
     ha, hb = (json.loads((d / "history.json").read_text()) for d in (uninterrupted, out))
     strip = [[{k: v for k, v in e.items() if k != "seconds"} for e in h["epochs"]] for h in (ha, hb)]
-    assert len(strip[0]) == 4 and strip[0] == strip[1]
-    assert ha["best_valid_ppl"] == hb["best_valid_ppl"] and ha["updates"] == hb["updates"] == 4 * UPDATES_PER_EPOCH
+    assert len(strip[0]) == EPOCHS and strip[0] == strip[1]
+    assert ha["best_valid_ppl"] == hb["best_valid_ppl"] and ha["updates"] == hb["updates"] == EPOCHS * UPDATES_PER_EPOCH
 
 
 def test_cli_exploding_loss_is_one_error_line(tmp_path):
