@@ -852,21 +852,12 @@ OUTPUT_FIGURES = [
     # chapter 11: the Brown runs
     ("11_recurrent", rf"\(the NPLM with {W} the parameters,", r"\(ch\. 8\) 4 words ([\d.]+)M .*? Elman RNN, h 256 all ([\d.]+)M",
      lambda nplm, elman: {2: "half"}.get(round(elman / nplm), f"{nplm / elman:.0%} of")),
-    ("11_recurrent", rf"the parameters, {N} million against", r"\(ch\. 8\) 4 words ([\d.]+)M", ".1f"),
-    ("11_recurrent", rf"million against {N} million: most of", r"Elman RNN, h 256 all ([\d.]+)M", ".1f"),
-    ("11_recurrent", rf"the best epoch is the last of the {N},", r"(?:rnn|lstm) (\d+) epochs \(best \1\)", None),
-    ("11_recurrent", rf"an LSTM epoch cost about {N} times an Elman epoch",
-     r"(\d+) s per epoch from the fourth on; mixture weight [\d.]+ on the network lstm \d+ epochs \(best \d+\), [\d.]+ h of training on one core, (\d+) s per epoch",
-     lambda rnn, lstm: f"{lstm / rnn:.1f}"),
     ("11_recurrent", rf"the output layer over {N} words", rf"corpus brown: {BROWN_V}", None),
     # chapter 11: the gradient through time, and ex-rnn-2
     ("11_recurrent", rf"at 50 steps it is less than a {W} of its size", ELMAN,
      lambda k10, k20, k50, per_step: {1e-1: "tenth", 1e-2: "hundredth", 1e-3: "thousandth"}.get(10 ** math.ceil(math.log10(k50)), f"{k50:.0e}")),
     ("11_recurrent", rf"at 50 steps it is about {W} times larger", f"{ELMAN} {LSTM}",
      lambda *g: in_words(round(g[6] / g[2]))),  # LSTM / Elman at k = 50
-    # chapter 11: the LSTM's test perplexity, to the ten
-    ("11_recurrent", rf"a perplexity of {N} is still a choice", r"LSTM, h 256 all [\d.]+M ([\d.]+)", ".0f"),
-    ("11_recurrent", rf"the equivalent of {N} equally likely words", r"LSTM, h 256 all [\d.]+M ([\d.]+)", ".0f"),
 ]
 
 
