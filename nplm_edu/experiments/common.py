@@ -1,7 +1,7 @@
 """What every ``reproduce`` target shares: where results go, how they are written, where runs live.
 
 Every file in ``data/results/`` is written by :func:`write_results` (through the skeleton of
-:mod:`.skeleton`, under the file's lock): atomically (a temporary file
+:mod:`~nplm_edu.experiments.skeleton`, under the file's lock): atomically (a temporary file
 in the same folder, fsync, rename, so a crash never leaves half a file) and with one
 :func:`provenance` block of the same keys everywhere: the exact command, the commit, whether the
 package differed from that commit, the machine, the Python, numpy and BLAS versions and BLAS thread
