@@ -67,8 +67,8 @@ def test_a_diverging_rate_is_recorded_and_the_sweep_goes_on(tmp_path):
 @pytest.mark.parametrize("extra, says", [(["--lrs", "0.1,fast"], "comma-separated numbers"),
                                          (["--lrs", "0.3,-1"], "positive finite"),
                                          (["--lrs", ","], "at least one"),
-                                         (["--row", "MLP10"], "--rows MLP9"),
-                                         (["--row", "MLP1,MLP9"], "trains one network"),
+                                         (["--row", "MLP10"], "--row names MLP10, which is MLP9 mixed"),
+                                         (["--row", "MLP1,MLP9"], "--row names the one network"),
                                          (["--epochs", "0"], "epochs must be at least 1")])
 def test_bad_input_is_one_clear_error(tmp_path, capsys, extra, says):
     from nplm_edu.cli import main

@@ -219,7 +219,7 @@ def test_reproduce_beyond_quick(tmp_path):
     assert (doc2["train"], doc2["valid"], doc2["test"]) == (doc["train"], doc["valid"], doc["test"])
 
 
-@pytest.mark.parametrize("opt, says", [(["--dropout-x", "1"], "--dropout-x (dropout_x) must lie in [0, 1)"),
+@pytest.mark.parametrize("opt, says", [(["--dropout-x", "1"], "--dropout-x must lie in [0, 1)"),
                                        (["--h", "0"], "--h must be at least 1"),
                                        (["--lr", "-1"], "lr must be a finite number"),
                                        (["--beta2", "1"], "beta2 must lie in [0, 1)")])

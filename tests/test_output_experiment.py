@@ -68,10 +68,10 @@ def test_other_settings_need_force(tmp_path):
 @pytest.mark.parametrize("extra, message", [
     (["--n-classes", "0"], "between 1 and |V|"),
     (["--n-classes", "100000"], "between 1 and |V|"),
-    (["--k-nce", "0", "--methods", "nce"], "k must be"),
-    (["--k-is", "-1", "--methods", "is"], "k must be"),
+    (["--k-nce", "0", "--methods", "nce"], "--k-nce (the number of samples k) must be"),
+    (["--k-is", "-1", "--methods", "is"], "--k-is (the number of samples k) must be"),
     (["--methods", "softmax"], "unknown method"),
-    (["--methods", "class-file"], "needs --class-file"),
+    (["--methods", "class-file"], "--class-file is needed by the class-file method"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, extra, message):
     argv = ["reproduce", "output-layers", *TINY, "--epochs", "1", "--no-energy", "--out", str(tmp_path / "x.json"),
@@ -132,9 +132,9 @@ def test_timing_of_an_epoch_resumed_inside_is_flagged():
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--class-file", "/nonexistent"], "no class file at /nonexistent"),
-    (["--methods", "is", "--k-is", "0"], "k must be a whole number >= 1"),
-    (["--methods", "nce", "--k-nce", "0"], "k must be a whole number >= 1"),
+    (["--class-file", "/nonexistent"], "--class-file names no file: no class file at /nonexistent"),
+    (["--methods", "is", "--k-is", "0"], "--k-is (the number of samples k) must be a whole number >= 1"),
+    (["--methods", "nce", "--k-nce", "0"], "--k-nce (the number of samples k) must be a whole number >= 1"),
 ])
 def test_settings_are_refused_before_anything_trains(tmp_path, capsys, monkeypatch, extra, message):
     import nplm_edu.experiments.output_layers as ol

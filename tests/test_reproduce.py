@@ -243,7 +243,7 @@ def test_table1_ctrl_c_resumes_inside_a_row(tmp_path, monkeypatch):
     assert [e["valid_ppl"] for e in resumed["history"]] == [e["valid_ppl"] for e in straight["history"]]
 
 
-@pytest.mark.parametrize("rows, says", [("MLP2", "computed with MLP1"), ("MLP10", "--rows MLP9"),
+@pytest.mark.parametrize("rows, says", [("MLP2", "computed with MLP1"), ("MLP10", "ask for MLP9"),
                                         ("MLP11", "unknown row"), ("", "at least one row")])
 def test_table1_bad_rows(tmp_path, capsys, rows, says):
     from nplm_edu.cli import main

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..errors import UserError
+from ..errors import UserError, flag
 from ..experiments.common import check_output_path, write_json_atomic
 from ..models.ngram.build import MODELS, build_model, evaluate
 from ..experiments.skeleton import check_not_over
@@ -26,7 +26,7 @@ def _check_options(args) -> None:
     wrong: dict[str, list[str]] = {}  # model -> its options given with another model
     for name, owner in MODEL_OPTIONS.items():
         if getattr(args, name) is not None and args.model != owner:
-            wrong.setdefault(owner, []).append("--" + name.replace("_", "-"))
+            wrong.setdefault(owner, []).append(flag(name))
     if wrong:
         raise UserError("; ".join(f"{' and '.join(flags)} {'is' if len(flags) == 1 else 'are'} for --model {owner} only"
                                   for owner, flags in wrong.items()))

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import re
 
+from ..errors import flag
 from ..models.nplm import DTYPES
 from ..training.config import OPTIMIZERS
 
@@ -48,14 +49,14 @@ def add_options(parser, defaults, skip=(), help: dict | None = None, prefix: str
         if f.name in skip:
             continue
         kind, value = _kind(f.type), getattr(defaults, f.name)
-        flag = "--" + prefix + f.name.replace("_", "-")
+        option = flag(prefix + f.name)  # the one mapping from a setting to its option (errors.flag)
         text = help.get(f.name, "")
         shown = text if "(default" in text or value is None or value == "" else f"{text} (default {value})".strip()
         if kind == "bool":
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=value, help=shown)
+            parser.add_argument(option, dest=f.name, action=argparse.BooleanOptionalAction, default=value, help=shown)
         else:
             typ = {"int": int, "float": float, "str": str, "number": _number}[kind]
-            parser.add_argument(flag, dest=f.name, type=typ, default=value, help=shown, choices=CHOICES.get(f.name))
+            parser.add_argument(option, dest=f.name, type=typ, default=value, help=shown, choices=CHOICES.get(f.name))
 
 
 def description(doc: str, paragraphs: int | None = None) -> str:

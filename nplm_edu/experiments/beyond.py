@@ -79,11 +79,13 @@ class BeyondOptions:
 def check_settings(net: NPLMConfig, cfg: TrainConfig) -> None:
     """One clear error line for settings that cannot work together."""
     if net.h < 1:  # first: with h = 0, NPLMConfig would ask for direct connections, which would not do either
-        raise UserError(f"--h must be at least 1 (the network beyond the paper has a hidden layer), got {net.h}")
+        raise UserError(f"h must be at least 1 (the network beyond the paper has a hidden layer), got {net.h}",
+                        setting="h")
     cfg.validate()
     net.validate()
     if cfg.tie and (net.h != net.m or net.direct):
-        raise UserError(f"--tie needs --h equal to --m and --no-direct, got h={net.h}, m={net.m}")
+        raise UserError(f"tie needs h equal to m and no direct connections, got h={net.h}, m={net.m}, "
+                        f"direct={net.direct}", setting="tie")
 
 
 def describe(net: NPLMConfig, cfg: TrainConfig, others=()) -> str:

@@ -208,7 +208,7 @@ def run_central_claim(opts: CentralClaimOptions | None = None, out=None, quiet: 
     """Both parts (module docstring); writes the JSON and returns its path."""
     opts = opts or CentralClaimOptions()
     if opts.seeds < 1:
-        raise UserError(f"--seeds must be at least 1, got {opts.seeds}")
+        raise UserError(f"seeds must be at least 1, got {opts.seeds}", setting="seeds")
     started = time.monotonic()
     out = results_path(out, "central_claim", opts.quick)
     read_results(out, "central-claim")  # another target's file, or not JSON: refused before any work

@@ -57,12 +57,12 @@ def parse_lrs(text: str) -> list[float]:
     try:
         lrs = [float(t) for t in text.split(",") if t.strip()]
     except ValueError:
-        raise UserError(f"--lrs takes comma-separated numbers, e.g. 0.1,0.3,1,3; got {text!r}") from None
+        raise UserError(f"lrs takes comma-separated numbers, e.g. 0.1,0.3,1,3; got {text!r}", setting="lrs") from None
     if not lrs:
-        raise UserError("--lrs needs at least one learning rate, e.g. --lrs 0.3,1")
+        raise UserError("lrs needs at least one learning rate, e.g. 0.3,1", setting="lrs")
     bad = [x for x in lrs if not (math.isfinite(x) and x > 0)]
     if bad:
-        raise UserError(f"--lrs: learning rates must be positive finite numbers, got {bad[0]}")
+        raise UserError(f"lrs must be positive finite numbers, got {bad[0]}", setting="lrs")
     return sorted(set(lrs))
 
 

@@ -49,9 +49,9 @@ class NgramsOptions:
         try:
             out = [int(x) for x in self.classes.split(",") if x.strip()]
         except ValueError:
-            raise UserError(f"--classes takes comma-separated integers, got {self.classes!r}") from None
+            raise UserError(f"classes takes comma-separated integers, got {self.classes!r}", setting="classes") from None
         if not out or min(out) < 1:
-            raise UserError(f"--classes needs positive numbers, got {self.classes!r}")
+            raise UserError(f"classes needs positive numbers, got {self.classes!r}", setting="classes")
         return out
 
 

@@ -194,11 +194,11 @@ def run_output_layers(cfg: TrainConfig = TRAIN, opts: OutputLayersOptions | None
 def check_options(opts: OutputLayersOptions) -> None:
     """What can be wrong with the options alone, said before the corpus is read and anything trains."""
     if opts.class_file is not None and not Path(opts.class_file).is_file():
-        raise UserError(f"no class file at {opts.class_file}")
+        raise UserError(f"class_file names no file: no class file at {opts.class_file}", setting="class_file")
     for name in ("k_is", "k_nce"):
         k = getattr(opts, name)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise UserError(f"{name}: the number of samples k must be a whole number >= 1, got {k!r}")
+            raise UserError(f"{name} (the number of samples k) must be a whole number >= 1, got {k!r}", setting=name)
 
 
 def to_train(methods: list[str], doc: dict, force: bool, out: Path, quiet: bool) -> list[str]:

@@ -55,7 +55,8 @@ def parse_methods(text: str | None, class_file: str | None) -> list[str]:
             if name not in METHODS:
                 raise UserError(f"unknown method {name!r}: choose from {', '.join(METHODS)}")
     if "class-file" in names and not class_file:
-        raise UserError("the class-file method needs --class-file PATH")
+        raise UserError("class_file is needed by the class-file method (a file of 'word class' lines)",
+                        setting="class_file")
     return [m for m in METHODS if m in set(names) | {"full"}]
 
 

@@ -108,7 +108,7 @@ def parse_models(text: str) -> list[str]:
     models = [m.strip() for m in text.split(",") if m.strip()]
     bad = [m for m in models if m not in CELLS]
     if not models or bad:
-        raise UserError(f"--models takes a comma-separated list of {', '.join(CELLS)}, got {text!r}")
+        raise UserError(f"models takes a comma-separated list of {', '.join(CELLS)}, got {text!r}", setting="models")
     return models
 
 

@@ -112,26 +112,27 @@ class Table1Options:
 
 def single_row(text: str, target: str) -> str:
     """The one trained row a target runs (``reproduce minibatch``, ``lr-sweep``): one clear line otherwise."""
-    rows = parse_rows(text)
+    rows = parse_rows(text, setting="row")
     if len(rows) != 1:
-        raise UserError(f"reproduce {target} trains one network, got --row {text}")
+        raise UserError(f"row names the one network reproduce {target} trains, got {text}", setting="row")
     return rows[0]
 
 
-def parse_rows(text: str | None) -> list[str]:
-    """'MLP7,mlp1' -> ['MLP1', 'MLP7'] (table order); all trained rows and MLP1-ND when None."""
+def parse_rows(text: str | None, setting: str = "rows") -> list[str]:
+    """'MLP7,mlp1' -> ['MLP1', 'MLP7'] (table order); all trained rows and MLP1-ND when None. ``setting``:
+    the name errors give the setting (``row`` where one row is asked for)."""
     if text is None:
         return list(NETWORKS)
     names = [t.strip().upper() for t in text.split(",") if t.strip()]
     if not names:
-        raise UserError("--rows needs at least one row, e.g. --rows MLP1,MLP9")
+        raise UserError(f"{setting} needs at least one row, e.g. MLP1,MLP9", setting=setting)
     for name in names:
         if name in MIXED:
-            raise UserError(f"{name} is {MIXED[name]} mixed with the trigram at weight 0.5: it is computed "
-                            f"with {MIXED[name]}, so ask for --rows {MIXED[name]}")
+            raise UserError(f"{setting} names {name}, which is {MIXED[name]} mixed with the trigram at weight 0.5: it "
+                            f"is computed with {MIXED[name]}, so ask for {MIXED[name]}", setting=setting)
         if name not in NETWORKS:
-            raise UserError(f"unknown row {name!r}: Table 1's trained rows are {', '.join(ROWS)} "
-                            f"(the even rows come with them), and {', '.join(EXTRA)} beside them")
+            raise UserError(f"{setting} names an unknown row {name!r}: Table 1's trained rows are {', '.join(ROWS)} "
+                            f"(the even rows come with them), and {', '.join(EXTRA)} beside them", setting=setting)
     return [r for r in NETWORKS if r in names]
 
 
