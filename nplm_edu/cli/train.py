@@ -42,6 +42,7 @@ HELP = {"n": "order: n-1 context words", "h": "hidden units, 0 for none", "m": "
         "checkpoint_every_minutes": "also checkpoint every this many minutes (serial only)",
         "examples_per_epoch": "use only this many examples per epoch (default: all)",
         "max_updates": "stop after this many updates (default: no limit)",
+        "threads": "threads computing each update, the output layer split among them (default: the usable cores)",
         "frozen": "parameters never updated, comma-separated (e.g. C: fixed word features; serial only; default: none)"}
 
 

@@ -1,12 +1,12 @@
-"""Fast kernels: BLAS ``gemm`` with accumulation, row-parallel loops, segment sums.
+"""Fast kernels: BLAS ``gemm`` with accumulation, BLAS's thread count, segment sums.
 
-Three tools the fused network (:mod:`nplm_edu.numerics.fused`) and the output-block trainer share:
+The tools the fused network (:mod:`nplm_edu.numerics.fused`) and the output-block trainer share:
 
 - :func:`gemm_update`: C <- beta C + alpha A^T B in one BLAS call (numpy's own OpenBLAS through
   ctypes; a pure-numpy fallback gives the same numbers), so the update of the (|V|, h + (n-1)m)
   matrix [U W] reads and writes it once and its gradient is never stored;
-- :func:`rowwise`: a loop over blocks of rows on as many threads as BLAS uses (numpy releases the
-  GIL inside ufuncs), used for the softmax;
+- :func:`set_blas_threads`: how many threads numpy's OpenBLAS uses (the blocks of
+  :mod:`nplm_edu.numerics.threads` each run it on one);
 - :func:`segment_sum`: the gradient of the look-up table C, adding repeated words exactly at the
   speed of one sort (``np.add.at`` is the readable, slow equivalent).
 """
@@ -117,34 +117,43 @@ def _self_test() -> None:
 _self_test()
 
 
-# --------------------------------------------------------------------------- row-parallel loops
-_POOL = {}
+# --------------------------------------------------------------------------- BLAS's threads
+def _openblas_function(names: tuple, argtypes: list):
+    """The first of ``names`` found in numpy's OpenBLAS, as a ctypes function returning int (or None)."""
+    import ctypes
+
+    for _, lib in _openblas_libraries():
+        for name in names:
+            f = getattr(lib, name, None)
+            if f is not None:
+                f.restype, f.argtypes = ctypes.c_int, argtypes
+                return f
+    return None
 
 
-def _threads() -> int:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        v = os.environ.get(var, "")
-        if v.isdigit() and int(v) > 0:
-            return int(v)
-    return os.cpu_count() or 1
+def _blas_thread_functions():
+    import ctypes
+
+    get = _openblas_function(("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                              "openblas_get_num_threads"), [])
+    put = _openblas_function(("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                              "openblas_set_num_threads"), [ctypes.c_int])
+    return (get, put) if get is not None and put is not None else (None, None)
 
 
-def rowwise(fn, K: int, size: int) -> None:
-    """Run ``fn(lo, hi)`` over blocks of rows 0..K: on as many threads as BLAS uses when the array is
-    big (numpy releases the GIL inside ufuncs), else in one call. Each row is computed the same
-    way either way, so results do not depend on the number of threads."""
-    T = min(_threads(), K)
-    if T <= 1 or size < (1 << 19):
-        fn(0, K)
-        return
-    pool = _POOL.get(T)
-    if pool is None:
-        from concurrent.futures import ThreadPoolExecutor
+_GET_THREADS, _SET_THREADS = _blas_thread_functions()
 
-        pool = _POOL[T] = ThreadPoolExecutor(T, thread_name_prefix="nplm-rows")
-    bounds = [K * i // T for i in range(T + 1)]
-    for f in [pool.submit(fn, bounds[i], bounds[i + 1]) for i in range(T)]:
-        f.result()
+
+def set_blas_threads(n: int) -> int | None:
+    """Make numpy's OpenBLAS use n threads (as ``threadpoolctl`` does, through its
+    ``openblas_set_num_threads``); returns the count before (None, and nothing changes, when the
+    library is not found)."""
+    if _SET_THREADS is None:
+        return None
+    before = int(_GET_THREADS())
+    if n is not None and n != before:
+        _SET_THREADS(int(n))
+    return before
 
 
 def blas_info() -> dict:
@@ -155,16 +164,5 @@ def blas_info() -> dict:
         name = f"{deps.get('name', '?')} {deps.get('version', '')}".strip()
     except Exception:  # noqa: BLE001 -- older numpy: no dict mode
         pass
-    threads = None
-    import ctypes
-
-    for _, lib in _openblas_libraries():
-        for fn in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads"):
-            f = getattr(lib, fn, None)
-            if f is not None:
-                f.restype = ctypes.c_int
-                threads = int(f())
-                break
-        if threads is not None:
-            break
+    threads = int(_GET_THREADS()) if _GET_THREADS is not None else None
     return {"name": name, "threads": threads}

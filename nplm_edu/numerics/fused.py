@@ -13,6 +13,10 @@ What changes against the reference (the output layer is ~99% of the work at |V| 
   algorithm does (section 3.2): one BLAS call does [U W] <- (1 - lr wd) [U W] - lr dL/dy^T [a x]
   without storing the (|V|, h + (n-1)m) gradient; only the rows of C of the words in the batch get
   a gradient step (weight decay still shrinks all of C).
+- On T threads (:mod:`nplm_edu.numerics.threads`) the update and the probabilities are the paper's
+  output-block algorithm with threads for processors: thread i computes the scores of its block of
+  output units, their softmax (the row maxima and sums combined across the blocks), its share of
+  dL/d[a x] and the update of its rows of [U W] and b; the shares of dL/d[a x] are then summed.
 
 :func:`features`, the head (:mod:`nplm_edu.numerics.head`) and :func:`features_backward` are
 the pieces; :class:`FusedNPLM` joins them for one process, and the output-block trainer
@@ -28,6 +32,7 @@ from ..models.nplm import NPLM, NPLMConfig
 from ..models.output import FullSoftmax, log_softmax
 from .blas import gemm_update, segment_sum
 from .head import nll, softmax_nll
+from .threads import block_range, run_blocks, threads
 
 
 # --------------------------------------------------------------------------- the pieces
@@ -72,6 +77,8 @@ class FusedNPLM(NPLM):
 
     ``params`` entries may be modified in place or replaced by new arrays (the next call re-fuses
     U and W; the dict then holds views again)."""
+
+    MIN_BLOCK_WORK = 1 << 16  # |V| h or |V| (h + (n-1)m) from which the output layer is split among threads
 
     def __init__(self, config: NPLMConfig, output=None):
         if output is not None and type(output) is not FullSoftmax:
@@ -168,23 +175,91 @@ class FusedNPLM(NPLM):
             raise UserError("the fused SGD update does not support tied embeddings: use loss_and_grads")
         contexts, targets = self.check_ids(contexts, targets)
         cfg, P = self.config, self.params
+        keep = 1.0 - lr * weight_decay  # weight decay: p <- (1 - lr wd) p - lr g
+        T = self._blocks()
+        if T > 1:
+            return self._sgd_update_blocks(contexts, targets, lr, keep, T)
         cache = self._forward(contexts)
         loss, gy, gz, go, gx = self._backward(cache, targets)
         z, h, UW = cache["z"], cfg.h, cache["UW"]
-        keep = 1.0 - lr * weight_decay  # weight decay: p <- (1 - lr wd) p - lr g
         gb = gy.sum(axis=0)  # (|V|,)
         # [U W] <- keep [U W] - lr gy^T [a x]   (one fused GEMM when BLAS is reachable)
         gemm_update(UW, gy, z[:, :UW.shape[1]], alpha=-lr, beta=keep)
         P["b"] -= lr * gb
+        self._update_features(cache["ids"], z, go, gx, lr, keep)
+        return loss
+
+    def _update_features(self, ids, z, go, gx, lr: float, keep: float) -> None:
+        """The SGD step of H, d and the rows of C, from dL/do (K, h) and dL/dx (K, (n-1)m)."""
+        P, h = self.params, self.config.h
         gH = go.T @ z[:, h:]  # (h, (n-1)m)
         P["H"] *= keep
         P["H"] -= lr * gH
         P["d"] -= lr * go.sum(axis=0)
-        words, sums = segment_sum(cache["ids"].ravel(), gx.reshape(-1, cfg.m))
+        words, sums = segment_sum(ids.ravel(), gx.reshape(-1, self.config.m))
         C = P["C"]
-        if weight_decay:
+        if keep != 1.0:
             C *= keep  # weight decay on the whole table
         C[words] -= lr * sums  # only the rows of the words in the batch get a gradient step
+
+    # ----------------------------------------------------------------- on T threads
+    def _blocks(self) -> int:
+        """How many blocks of output units (threads) the update and the probabilities use: 1 for a
+        small output layer, where handing work to threads costs more than it saves."""
+        T = threads()
+        return T if T > 1 and self.config.V * self.params["U"].shape[1] >= self.MIN_BLOCK_WORK else 1
+
+    def _scores_blocks(self, contexts, targets, T: int, block_step=None):
+        """z = [a x], then on T threads the output-block algorithm's forward (section 3.2): thread i
+        computes y_i = b_i + [U W]_i [a x] of its units and the head on them (max and sum over all
+        |V| combined across the blocks), then ``block_step(i, y_i, lo, hi)`` if given.
+        Returns (z, ids, dtanh, the target scores (K,), row max (K,), row sum of exp(y - max) (K,))."""
+        P, cfg = self.params, self.config
+        K, h = len(targets), cfg.h
+        UW = self._output_weights()
+        z = self._buffer("z", (K, h + (cfg.n - 1) * cfg.m))  # [a x]  (K, h + (n-1)m)
+        ids, dtanh = features(P, contexts, z, h)
+        zD = z[:, :UW.shape[1]]
+
+        def block(i, reduce):
+            lo, hi = block_range(cfg.V, T, i)
+            y = self._buffer(f"y{i}", (K, hi - lo))  # this block's scores  (K, B)
+            np.matmul(zD, UW[lo:hi].T, out=y)  # y_i = [U W]_i [a x]
+            y += P["b"][lo:hi]
+            own, yt, mx, s = softmax_nll(y, targets, lo, reduce, grad=block_step is not None)
+            if block_step is not None:
+                block_step(i, y, lo, hi)
+            return own, yt, mx, s
+
+        yt = np.empty(K, z.dtype)
+        for own, yt_i, mx, s in run_blocks(block, T):
+            yt[own] = yt_i  # each target's score, from the block that holds it
+        return z, ids, dtanh, yt, mx, s
+
+    def _sgd_update_blocks(self, contexts, targets, lr: float, keep: float, T: int) -> float:
+        """:meth:`sgd_update` on T threads, each updating its own rows of [U W] and b; only dL/d[a x]
+        is summed across them (in the order of the blocks)."""
+        P, K, h = self.params, len(targets), self.config.h
+        UW = self._output_weights()
+        D = UW.shape[1]
+        width = h + (self.config.n - 1) * self.config.m
+        parts = self._buffer("gz_parts", (T, K, width))  # each block's share of dL/d[a x]
+        z = self._buffer("z", (K, width))
+
+        def block_step(i, gy, lo, hi):  # gy = dL/dy_i  (K, B)
+            np.matmul(gy, UW[lo:hi], out=parts[i, :, :D])  # backward through y_i = [U W]_i [a x]
+            gb = gy.sum(axis=0)  # dL/db_i  (B,)
+            gemm_update(UW[lo:hi], gy, z[:, :D], alpha=-lr, beta=keep)  # [U W]_i <- keep [U W]_i - lr gy^T [a x]
+            P["b"][lo:hi] -= lr * gb
+
+        z, ids, dtanh, yt, mx, s = self._scores_blocks(contexts, targets, T, block_step)
+        loss = float(np.mean(nll(yt, mx, s)))  # mean negative log-likelihood (before the step)
+        gz = parts[0]
+        for j in range(1, T):
+            gz[:, :D] += parts[j, :, :D]  # dL/d[a x]: the blocks' shares summed
+        gz[:, D:] = 0  # without direct connections y does not depend on x directly
+        go, gx = features_backward(P, gz, dtanh, h)
+        self._update_features(ids, z, go, gx, lr, keep)
         return loss
 
     # ----------------------------------------------------------------- probabilities
@@ -195,5 +270,9 @@ class FusedNPLM(NPLM):
     def log_prob(self, contexts, targets):
         """log P(w_t | context) of each target (K,), without building a float64 (K, |V|) array."""
         contexts, targets = self.check_ids(contexts, targets)
-        _, yt, mx, s = softmax_nll(self._forward(contexts)["y"], targets, grad=False)
+        T = self._blocks()
+        if T > 1:
+            *_, yt, mx, s = self._scores_blocks(contexts, targets, T)
+        else:
+            _, yt, mx, s = softmax_nll(self._forward(contexts)["y"], targets, grad=False)
         return -nll(yt, mx, s)  # (K,)

@@ -11,7 +11,9 @@ What changes against the reference:
   inputs x are then ONE product each over all T B positions;
 - the full softmax output layer computes the logits of all T B positions in one product into a
   reused (T B, |V|) buffer, and the softmax and its gradient in place (the softmax-NLL head,
-  :func:`~nplm_edu.numerics.head.softmax_nll`);
+  :func:`~nplm_edu.numerics.head.softmax_nll`); on several threads
+  (:mod:`~nplm_edu.numerics.threads`) each computes a block of the output units, their share of
+  the softmax and their rows of dL/dU and dL/db (section 3.2's output blocks), and only dL/dh_t is summed;
   other output layers are called through their interface;
 - the gradient of C is a segment sum (:func:`~nplm_edu.numerics.blas.segment_sum`), not ``np.add.at``.
 
@@ -27,10 +29,13 @@ from ..models.output import FullSoftmax
 from ..models.rnn import ElmanRNN, RecurrentConfig, check_batch
 from .blas import segment_sum
 from .head import nll, softmax_nll
+from .threads import block_range, run_blocks, threads
 
 
 class _Fast:
     """The fast forward/backward shared by :class:`FastRNN` and :class:`FastLSTM` (a mixin)."""
+
+    MIN_BLOCK_WORK = 1 << 16  # |V| h from which the output layer is split among threads
 
     def _buffer(self, name: str, shape: tuple, zero: bool = False) -> np.ndarray:
         bufs = self.__dict__.setdefault("_buf", {})
@@ -73,6 +78,9 @@ class _Fast:
             return loss, g_in["U"], grads
         A = inputs["U"]  # (N, h), N = T B
         N = A.shape[0]
+        T = self._blocks()
+        if T > 1:
+            return self._output_blocks(A, targets, T)
         y = self._buffer("y", (N, self.V))
         np.matmul(A, P["U"].T, out=y)  # the logits of all T B positions in one product
         y += P["b"]  # (N, |V|)
@@ -82,6 +90,43 @@ class _Fast:
         gb = np.sum(y, axis=0, out=self._buffer("gb", P["b"].shape))  # (|V|,)
         gA = np.matmul(y, P["U"], out=self._buffer("gA", A.shape))  # (N, h)
         return loss, gA, {"U": gU, "b": gb}
+
+    def _output_blocks(self, A, targets, T: int, grad: bool = True):
+        """:meth:`_output` on T threads: thread i computes the scores of its block of units, the head
+        on them (max and sum combined across the blocks) and its rows of dL/dU, dL/db; the blocks'
+        shares of dL/dA (N, h) are summed in their order. Without ``grad``: (yt, max, sum) only."""
+        P, N = self.params, A.shape[0]
+        if grad:
+            gU = self._buffer("gU", P["U"].shape)  # (|V|, h)
+            gb = self._buffer("gb", P["b"].shape)  # (|V|,)
+            parts = self._buffer("gA_parts", (T,) + A.shape)  # each block's share of dL/dA  (T, N, h)
+
+        def block(i, reduce):
+            lo, hi = block_range(self.V, T, i)
+            y = self._buffer(f"y{i}", (N, hi - lo))  # (N, B) this block's scores
+            np.matmul(A, P["U"][lo:hi].T, out=y)
+            y += P["b"][lo:hi]
+            own, yt, mx, s = softmax_nll(y, targets, lo, reduce, grad)  # y <- dL/dy of the block
+            if grad:
+                np.matmul(y.T, A, out=gU[lo:hi])  # (B, h)
+                np.sum(y, axis=0, out=gb[lo:hi])
+                np.matmul(y, P["U"][lo:hi], out=parts[i])  # (N, h)
+            return own, yt, mx, s
+
+        yt = np.empty(N, A.dtype)
+        for own, yt_i, mx, s in run_blocks(block, T):
+            yt[own] = yt_i  # each target's score, from the block that holds it
+        if not grad:
+            return yt, mx, s
+        gA = parts[0]
+        for j in range(1, T):
+            gA += parts[j]
+        return float(np.mean(nll(yt, mx, s))), gA, {"U": gU, "b": gb}
+
+    def _blocks(self) -> int:
+        """Threads for the full softmax (1 for a small output layer: handing work over costs more)."""
+        T = threads()
+        return T if T > 1 and self.V * self.config.h >= self.MIN_BLOCK_WORK else 1
 
     def loss_and_grads(self, X, Y, state=None, mask_x=None, mask_a=None, resets=None):
         loss, grads, state, words = self.loss_and_sparse_grads(X, Y, state, mask_x, mask_a, resets)
@@ -115,10 +160,13 @@ class _Fast:
         if type(self.output) is not FullSoftmax:
             return super().chunk_log_prob(X, Y, state, resets)
         cache = self.forward(X, state, resets=resets)
-        A, P = cache["inputs"]["U"], self.params
-        y = np.matmul(A, P["U"].T, out=self._buffer("y", (A.shape[0], self.V)))
-        y += P["b"]
-        _, yt, mx, s = softmax_nll(y, Y.T.reshape(-1), grad=False)
+        A, P, T = cache["inputs"]["U"], self.params, self._blocks()
+        if T > 1:
+            yt, mx, s = self._output_blocks(A, Y.T.reshape(-1), T, grad=False)
+        else:
+            y = np.matmul(A, P["U"].T, out=self._buffer("y", (A.shape[0], self.V)))
+            y += P["b"]
+            _, yt, mx, s = softmax_nll(y, Y.T.reshape(-1), grad=False)
         lp = -nll(yt, mx, s)  # (T B,) log p(w_t)
         return lp.reshape(X.shape[1], X.shape[0]).T, cache["state"]
 

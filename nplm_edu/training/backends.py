@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UserError
+from ..numerics.threads import set_threads
 from .batches import WindowBatches
 from .checkpoint import TrainState, set_params
 from .optim import Adam, dropout_mask, sgd_step
@@ -94,6 +95,7 @@ class SerialBackend(Backend):
     def __init__(self, model, config):
         super().__init__(model)
         self.config = config
+        set_threads(config.threads)  # the output layer split among this many threads (numerics.threads)
         if config.tie and not model.tied:
             model.tie()
         frozen = config.frozen_names()

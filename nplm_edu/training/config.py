@@ -21,7 +21,10 @@ class TrainConfig:
     ``examples_per_epoch`` limits each epoch to the first examples of its shuffled order;
     ``max_updates`` stops the run after that many updates (None: no limit).
     ``frozen``: comma-separated parameters never updated (e.g. "C": the word features stay as they
-    were initialised or loaded, the paper's fixed-feature comparison of section 1.2); serial only."""
+    were initialised or loaded, the paper's fixed-feature comparison of section 1.2); serial only.
+    ``threads``: the threads one process computes on (the output layer split among them, section
+    3.2's output blocks); None: the cores this process may use. The same seed and thread count give
+    the same numbers."""
 
     epochs: int = 20
     batch: int = 128
@@ -42,6 +45,7 @@ class TrainConfig:
     examples_per_epoch: int | None = None
     max_updates: int | None = None
     frozen: str = ""
+    threads: int | None = None
 
     def frozen_names(self) -> tuple[str, ...]:
         """The parameters ``frozen`` names, as a tuple ("C, H" -> ("C", "H"))."""
@@ -66,7 +70,7 @@ class TrainConfig:
         if self.optimizer not in OPTIMIZERS:
             raise UserError(f"optimizer must be {' or '.join(OPTIMIZERS)}, got {self.optimizer!r}", setting="optimizer")
         check_seed(self.seed)
-        for name in ("examples_per_epoch", "max_updates"):
+        for name in ("examples_per_epoch", "max_updates", "threads"):
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise UserError(f"{name} must be at least 1, got {v}", setting=name)

@@ -42,22 +42,11 @@ from ...errors import UserError
 from ...numerics.blas import gemm_update, segment_sum
 from ...numerics.fused import features, features_backward
 from ...numerics.head import softmax_nll
+from ...numerics.threads import block_range
 from ...progress import progress_bar
 from ..checkpoint import set_params
 from ..optim import learning_rate
 from ..backends import Backend
-
-
-def block_range(V: int, M: int, i: int) -> tuple[int, int]:
-    """Output units [start, stop) owned by CPU i of M (section 3.2): start = i*ceil(|V|/M),
-    length min(ceil(|V|/M), |V| - start).
-
-    >>> [block_range(23, 3, i) for i in range(3)]
-    [(0, 8), (8, 16), (16, 23)]
-    """
-    size = math.ceil(V / M)
-    start = min(i * size, V)
-    return start, start + max(0, min(size, V - start))
 
 
 class OutputBlockSGD:

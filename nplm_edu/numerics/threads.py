@@ -1,0 +1,168 @@
+"""The threads of one process as the output-block algorithm's processors (section 3.2 of the paper).
+
+The paper splits the |V| output units among M processors: each computes the scores of its block,
+the softmax's normaliser is combined across blocks, each updates its own rows of U, W and b, and
+only the gradient of the hidden layer is summed. The processors may be the threads of one process:
+numpy releases the interpreter's lock inside BLAS and inside ufuncs on large arrays, so T threads,
+each running single-threaded BLAS on its column block, keep T cores busy.
+
+- :func:`threads` is how many threads the fast paths use (:func:`set_threads`; by default the cores
+  this process may use, fewer if ``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS`` says so);
+- :func:`run_blocks` runs ``fn(i, reduce)`` on threads i = 0 .. T-1 (0 is the caller) and waits;
+  ``reduce(buf, op)`` combines the T threads' arrays ("MAX" or "SUM", in a fixed order, so the same
+  thread count gives the same numbers), as MPI's Allreduce does between processes;
+- :func:`rowwise`: a loop over blocks of rows on the same threads.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .blas import set_blas_threads
+
+_SET = {"threads": None}  # set_threads' value (None: the usable cores)
+_LOCAL = threading.local()  # .worker: this thread runs one block of run_blocks
+
+
+def usable_cores() -> int:
+    """The cores this process may run on, fewer if OMP_NUM_THREADS or OPENBLAS_NUM_THREADS says so."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - no sched_getaffinity (macOS, Windows)
+        cores = os.cpu_count() or 1
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        v = os.environ.get(var, "")
+        if v.isdigit() and int(v) > 0:
+            return min(cores, int(v))
+    return cores
+
+
+def threads() -> int:
+    """How many threads the fast paths use now (1 inside a block of :func:`run_blocks`)."""
+    if getattr(_LOCAL, "worker", False):
+        return 1
+    return _SET["threads"] or usable_cores()
+
+
+def set_threads(T: int | None) -> None:
+    """Use T threads from now on (None: the usable cores), for the blocks and for BLAS outside them."""
+    if T is not None and T < 1:
+        raise ValueError(f"threads must be at least 1, got {T}")
+    _SET["threads"] = T
+    set_blas_threads(threads())
+
+
+def block_range(V: int, M: int, i: int) -> tuple[int, int]:
+    """Output units [start, stop) of block i of M (section 3.2): start = i*ceil(|V|/M),
+    length min(ceil(|V|/M), |V| - start).
+
+    >>> [block_range(23, 3, i) for i in range(3)]
+    [(0, 8), (8, 16), (16, 23)]
+    """
+    size = math.ceil(V / M)
+    start = min(i * size, V)
+    return start, start + max(0, min(size, V - start))
+
+
+# --------------------------------------------------------------------------- a team of T threads
+class _Team:
+    """T - 1 persistent worker threads plus the caller, meeting at a barrier for each reduction."""
+
+    def __init__(self, T: int):
+        self.T = T
+        self.pool = ThreadPoolExecutor(T - 1, thread_name_prefix="nplm-block", initializer=_mark_worker)
+        self.barrier = threading.Barrier(T)
+        self.lock = threading.Lock()
+        self.slots: dict = {}  # (call number, shape, dtype) -> (T, ...) array, one row per thread
+
+    def run(self, fn) -> list:
+        calls = [0] * self.T
+
+        def one(i):
+            def reduce(buf, op):
+                with self.lock:
+                    key = (calls[i], buf.shape, buf.dtype.str)
+                    slot = self.slots.get(key)
+                    if slot is None:
+                        slot = self.slots[key] = np.empty((self.T,) + buf.shape, buf.dtype)
+                calls[i] += 1
+                slot[i] = buf
+                self.barrier.wait()  # every thread's part is in
+                if op == "MAX":
+                    np.max(slot, axis=0, out=buf)
+                else:  # "SUM", added in the order of the blocks: the same numbers on every thread
+                    buf[...] = slot[0]
+                    for j in range(1, self.T):
+                        buf += slot[j]
+
+            try:
+                return fn(i, reduce)
+            except BaseException:
+                self.barrier.abort()  # the others leave their reductions instead of waiting forever
+                raise
+
+        futures = [self.pool.submit(one, i) for i in range(1, self.T)]
+        first, error = None, None
+        try:
+            first = one(0)
+        except BaseException as e:  # noqa: BLE001 -- re-raised below, after the workers stopped
+            error = e
+        results = [first]
+        for f in futures:
+            try:
+                results.append(f.result())
+            except BaseException as e:  # noqa: BLE001
+                if error is None or isinstance(error, threading.BrokenBarrierError):
+                    error = e
+        if error is not None:
+            self.barrier.reset()
+            raise error
+        return results
+
+
+def _mark_worker() -> None:
+    _LOCAL.worker = True
+
+
+_TEAMS: dict[tuple[int, int], _Team] = {}  # (process id, T): a forked child makes its own team
+
+
+def run_blocks(fn, T: int) -> list:
+    """Call ``fn(i, reduce)`` for i = 0 .. T-1, each on its own thread (0 on the caller's), with
+    single-threaded BLAS; returns their results in order. ``reduce(buf, op)``, called by every
+    thread in the same order, replaces each thread's ``buf`` by the max ("MAX") or the sum ("SUM")
+    of all T threads' ``buf``."""
+    if T == 1 or getattr(_LOCAL, "worker", False):
+        return [fn(i, _alone) for i in range(T)]
+    key = (os.getpid(), T)
+    team = _TEAMS.get(key)
+    if team is None:
+        team = _TEAMS[key] = _Team(T)
+    before = set_blas_threads(1)  # each block's BLAS on its own thread
+    _LOCAL.worker = True
+    try:
+        return team.run(fn)
+    finally:
+        _LOCAL.worker = False
+        set_blas_threads(before)
+
+
+def _alone(buf, op) -> None:
+    """The reduction of one block with itself (nothing to combine)."""
+
+
+def rowwise(fn, K: int, size: int) -> None:
+    """Run ``fn(lo, hi)`` over blocks of rows 0..K: on :func:`threads` threads when the array is big
+    (numpy releases the GIL inside ufuncs), else in one call. Each row is computed the same way
+    either way, so results do not depend on the number of threads."""
+    T = min(threads(), K)
+    if T <= 1 or size < (1 << 19):
+        fn(0, K)
+        return
+    bounds = [K * i // T for i in range(T + 1)]
+    run_blocks(lambda i, _: fn(bounds[i], bounds[i + 1]), T)

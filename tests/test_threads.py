@@ -1,0 +1,138 @@
+"""nplm_edu.numerics.threads: the output-block algorithm on the threads of one process, tested equal
+(float64, to 1e-12) to one thread for the fused NPLM's update and probabilities and for the fast
+recurrent networks' full softmax; the same thread count gives the same numbers."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from nplm_edu.models.nplm import NPLMConfig
+from nplm_edu.models.rnn import RecurrentConfig
+from nplm_edu.numerics import blas, threads
+from nplm_edu.numerics.fused import FusedNPLM
+from nplm_edu.numerics.recurrent import _Fast, recurrent_model
+from nplm_edu.training.backends import SerialBackend
+from nplm_edu.training.trainer import TrainConfig
+from nplm_edu.errors import UserError
+
+
+@pytest.fixture(autouse=True)
+def restore_threads(monkeypatch):
+    """Every test may set the thread count and split small layers: both restored afterwards."""
+    before, blas_before = threads._SET["threads"], blas.set_blas_threads(None)
+    monkeypatch.setattr(FusedNPLM, "MIN_BLOCK_WORK", 0)
+    monkeypatch.setattr(_Fast, "MIN_BLOCK_WORK", 0)
+    yield
+    threads._SET["threads"] = before
+    if blas_before is not None:
+        blas.set_blas_threads(blas_before)
+
+
+def test_blocks_cover_the_units_in_order():
+    for V, M in ((23, 3), (10, 4), (5, 8), (17_907, 2)):
+        blocks = [threads.block_range(V, M, i) for i in range(M)]
+        assert blocks[0][0] == 0 and blocks[-1][1] == V
+        assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+
+
+def test_reduce_combines_every_thread_in_a_fixed_order():
+    rng = np.random.default_rng(0)
+    parts = rng.standard_normal((3, 2, 50))  # thread i's two arrays
+
+    def fn(i, reduce):
+        mx, s = parts[i, 0].copy(), parts[i, 1].copy()
+        reduce(mx, "MAX")
+        reduce(s, "SUM")
+        return mx, s, threading.get_ident(), threads.threads()
+
+    out = threads.run_blocks(fn, 3)
+    assert len({o[2] for o in out}) == 3  # three threads
+    assert all(o[3] == 1 for o in out)  # each block runs alone (no nested threads)
+    for mx, s, _, _ in out:
+        assert np.array_equal(mx, parts[:, 0].max(axis=0))
+        assert np.array_equal(s, (parts[0, 1] + parts[1, 1]) + parts[2, 1])  # bit for bit, in block order
+
+
+def test_an_error_in_one_block_is_raised_and_the_others_do_not_wait_forever():
+    def fn(i, reduce):
+        if i == 1:
+            raise ValueError("block 1 failed")
+        reduce(np.zeros(3), "SUM")
+
+    with pytest.raises(ValueError, match="block 1 failed"):
+        threads.run_blocks(fn, 3)
+    assert threads.run_blocks(lambda i, reduce: i, 3) == [0, 1, 2]  # the team still works
+
+
+def test_blas_runs_on_one_thread_inside_the_blocks_and_on_T_outside():
+    threads.set_threads(2)
+    if blas.blas_info()["threads"] is None:
+        pytest.skip("numpy's BLAS does not say its thread count")
+    assert blas.blas_info()["threads"] == 2
+    inside = threads.run_blocks(lambda i, reduce: blas.blas_info()["threads"], 2)
+    assert inside == [1, 1]
+    assert blas.blas_info()["threads"] == 2
+
+
+def test_thread_count_setting_is_checked_and_given_to_the_process():
+    with pytest.raises(UserError, match="threads must be at least 1"):
+        TrainConfig(threads=0).validate()
+    model = FusedNPLM(NPLMConfig(V=20, n=3, m=2, h=3))
+    SerialBackend(model, TrainConfig(threads=3))
+    assert threads.threads() == 3
+
+
+def _nplm_run(T, direct, K):
+    threads.set_threads(T)
+    model = FusedNPLM(NPLMConfig(V=300, n=4, m=5, h=6, direct=direct, seed=0, dtype="float64"))
+    rng = np.random.default_rng(1)
+    losses = []
+    for _ in range(3):
+        c, t = rng.integers(0, 300, (K, 3)), rng.integers(0, 300, K)
+        losses.append(model.sgd_update(c, t, 0.5, 1e-3))
+    return np.array(losses), {k: v.copy() for k, v in model.params.items()}, model.log_prob(c, t)
+
+
+@pytest.mark.parametrize("direct", [True, False])
+@pytest.mark.parametrize("K", [1, 40])
+def test_fused_update_on_T_threads_equals_one_thread(direct, K):
+    losses1, params1, lp1 = _nplm_run(1, direct, K)
+    for T in (2, 3):
+        losses, params, lp = _nplm_run(T, direct, K)
+        np.testing.assert_allclose(losses, losses1, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(lp, lp1, rtol=0, atol=1e-12)
+        for k in params1:
+            np.testing.assert_allclose(params[k], params1[k], rtol=0, atol=1e-12, err_msg=k)
+        again = _nplm_run(T, direct, K)  # the same thread count: the same numbers, bit for bit
+        assert np.array_equal(again[0], losses) and all(np.array_equal(again[1][k], params[k]) for k in params)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_recurrent_full_softmax_on_T_threads_equals_one_thread(cell):
+    rng = np.random.default_rng(1)
+    X, Y = rng.integers(0, 200, (4, 6)), rng.integers(0, 200, (4, 6))
+    got = {}
+    for T in (1, 2, 3):
+        threads.set_threads(T)
+        model = recurrent_model(RecurrentConfig(V=200, m=5, h=7, cell=cell, seed=0, dtype="float64"))
+        loss, grads, _ = model.loss_and_grads(X, Y)
+        lp, _ = model.chunk_log_prob(X, Y, None)
+        got[T] = loss, {k: g.copy() for k, g in grads.items()}, lp
+    for T in (2, 3):
+        assert abs(got[T][0] - got[1][0]) <= 1e-12
+        np.testing.assert_allclose(got[T][2], got[1][2], rtol=0, atol=1e-12)
+        for k in got[1][1]:
+            np.testing.assert_allclose(got[T][1][k], got[1][1][k], rtol=0, atol=1e-12, err_msg=k)
+
+
+def test_float32_update_on_two_threads_stays_close_to_one_thread():
+    """The speed path (float32): the blocks' sums differ from one thread's only by rounding."""
+    out = []
+    for T in (1, 2):
+        threads.set_threads(T)
+        model = FusedNPLM(NPLMConfig(V=2000, n=3, m=8, h=16, seed=0))
+        rng = np.random.default_rng(2)
+        out.append([model.sgd_update(rng.integers(0, 2000, (64, 2)), rng.integers(0, 2000, 64), 0.1, 1e-4)
+                    for _ in range(5)])
+    np.testing.assert_allclose(out[1], out[0], rtol=1e-5)
