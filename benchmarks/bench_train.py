@@ -1,21 +1,26 @@
-"""Training speed of the NPLM: examples/s, GFLOP/s as a fraction of this machine's matmul peak,
-and (when PyTorch is installed) the same model and update in PyTorch on the same threads.
+"""Training speed of the NPLM on 1 and 2 threads: examples/s, GFLOP/s as a fraction of this machine's
+matmul peak on as many threads, the scaling from 1 to 2 threads, and (when PyTorch is installed) the
+same model and update in PyTorch on the same threads, side by side in one run.
 
-    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_train.py [--seconds 5] [--threads 2]
+    .venv/bin/python benchmarks/bench_train.py [--seconds 5] [--threads 1,2] [--json F]
 
 Shapes of Table 1: MLP1 (n 5, h 50, m 60, direct) and MLP9 (n 5, h 100, m 30, no direct), with
 |V| = 17,907, at batch 128 and batch 1. One "update" is the full training step of
-:meth:`FusedNPLM.sgd_update` (forward, softmax, backward, SGD with weight decay on all of C, H, U, W).
+:meth:`FusedNPLM.sgd_update` (forward, softmax, backward, SGD with weight decay on all of C, H, U, W);
+on T threads the output layer is split into T blocks of units (:mod:`nplm_edu.numerics.threads`).
 FLOPs counted per example: 6 |V| D for the output layer (forward, dL/d[a x], dL/d[U W]; D = h +
 (n-1)m with direct connections, h without) + 6 h (n-1)m for the hidden layer. The peak is the
-best of a few 2048 x 2048 float32 numpy matmuls. The machine is shared: timings are noisy, run twice.
-Targets at batch 128: >= 65% of the matmul peak, >= 1.25x PyTorch's examples/s.
+best of a few 2048 x 2048 float32 numpy matmuls on the same threads. Every measurement alternates
+with the others in rounds and the best round counts: on a shared machine that is fairer than one
+long run each; the load average before and after is printed (above 0.5: the numbers are low).
+Targets at batch 128: >= 1.25x PyTorch's examples/s; on 2 threads >= 1.7x our own speed on one
+and our lead over PyTorch on 2 threads >= 85% of our lead on one.
 
 The column "GEMMs" is a ceiling for these shapes: the examples/s of the output layer's three
-matrix products alone ([a x] [U W]^T, [U W]^T dL/dy^T, dL/dy^T [a x]), with no softmax, no
-hidden layer and no update. The skinny (K x D) by (D x |V|) products of Table 1 (D = 100 to 290)
-run well below the square-matrix peak in any BLAS; "of GEMMs" is the share of that ceiling
-our whole training step reaches.
+matrix products alone ([a x] [U W]^T, [U W]^T dL/dy^T, dL/dy^T [a x]) in BLAS on the same threads,
+with no softmax, no hidden layer and no update. The skinny (K x D) by (D x |V|) products of Table 1
+(D = 100 to 290) run well below the square-matrix peak in any BLAS; "of GEMMs" is the share of that
+ceiling our whole training step reaches.
 """
 
 from __future__ import annotations
@@ -27,19 +32,10 @@ import time
 from pathlib import Path
 
 
-def _threads_from_argv() -> int:
-    # thread pools are sized when numpy / torch load: set the env vars before importing them
-    for i, a in enumerate(sys.argv):
-        if a == "--threads" and i + 1 < len(sys.argv):
-            return int(sys.argv[i + 1])
-        if a.startswith("--threads="):
-            return int(a.split("=", 1)[1])
-    return int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from threads_common import scaling, scaling_line, targets_met, threads_from_argv, use_threads  # noqa: E402
 
-
-THREADS = _threads_from_argv()
-for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[var] = str(THREADS)
+THREADS = threads_from_argv()  # before numpy and torch load
 
 import numpy as np  # noqa: E402
 
@@ -151,7 +147,6 @@ def torch_step(shape, K):
     weight decay on C, H, U, W (not on the biases)."""
     import torch
 
-    torch.set_num_threads(THREADS)
     torch.manual_seed(0)
     n, h, m, direct = shape["n"], shape["h"], shape["m"], shape["direct"]
     nm1 = (n - 1) * m
@@ -178,15 +173,59 @@ def torch_step(shape, K):
     return step
 
 
+def measure(shape, K, threads, have_torch, old, seconds, rounds=3) -> dict:
+    """{T: {who: best examples/s}} for ours, the GEMM ceiling, torch and another checkout, alternating
+    every measurement (all thread counts, all contenders) in each round."""
+    data = batches(K, shape["n"], 16)
+    steps = {"ours": numpy_step(shape, K)}
+    if K > 1:
+        steps["gemm"] = gemm_step(shape, K)
+    if have_torch:
+        steps["torch"] = torch_step(shape, K)
+    if old:
+        steps["other"] = old(shape, K)
+    best = {T: dict.fromkeys(steps, 0.0) for T in threads}
+    for _ in range(rounds):
+        for T in threads:
+            use_threads(T, have_torch)
+            for who, step in steps.items():
+                best[T][who] = max(best[T][who], time_loop(step, data, seconds / rounds, 3))
+    return best
+
+
+def row_of(name, shape, K, T, best, peak, have_torch, old) -> dict:
+    gf = best["ours"] * flops_per_example(**shape) / 1e9
+    return {"shape": name, **shape, "V": V, "batch": K, "threads": T, "ours_examples_per_s": round(best["ours"], 1),
+            "gflops": round(gf, 2), "of_peak": round(gf / peak, 4),
+            "gemm_ceiling_examples_per_s": round(best["gemm"], 1) if K > 1 else None,
+            "torch_examples_per_s": round(best["torch"], 1) if have_torch else None,
+            "ours_over_torch": round(best["ours"] / best["torch"], 3) if have_torch else None,
+            **({"other_examples_per_s": round(best["other"], 1),
+                "ours_over_other": round(best["ours"] / best["other"], 3)} if old else {})}
+
+
+def print_row(r: dict, have_torch: bool, old) -> None:
+    ceiling = (f"{r['gemm_ceiling_examples_per_s']:10.0f} {r['ours_examples_per_s'] / r['gemm_ceiling_examples_per_s']:8.1%}"
+               if r["batch"] > 1 else f"{'-':>10} {'-':>8}")  # at K = 1: matrix-vector products, no ceiling
+    line = (f"{r['shape']:6} {r['batch']:5d} {r['threads']:7d} {r['ours_examples_per_s']:10.0f} {r['gflops']:8.1f} "
+            f"{r['of_peak']:8.1%} {ceiling}")
+    if have_torch:
+        line += f" {r['torch_examples_per_s']:10.0f} {r['ours_over_torch']:10.2f}"
+    if old:
+        line += f" {r['other_examples_per_s']:10.0f} {r['ours_over_other']:10.3f}"
+    print(line, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
-    ap.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
-    ap.add_argument("--threads", type=int, default=THREADS, help="BLAS / torch threads (default OMP_NUM_THREADS)")
+    ap.add_argument("--seconds", type=float, default=5.0, help="time per measurement (split into rounds)")
+    ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
+    ap.add_argument("--batches", default="128,1", help="batch sizes, comma-separated (default 128,1)")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
     ap.add_argument("--compare-with", metavar="DIR", default=None,
                     help="a checkout of another version of the package (e.g. `git worktree add /tmp/old REV`): its "
                          "training step is measured beside ours, alternating rounds")
-    ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_train.json)")
+    ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_threads.json)")
     args = ap.parse_args()
     try:
         if args.no_torch:
@@ -198,71 +237,54 @@ def main() -> None:
     if args.compare_with and not (Path(args.compare_with) / "nplm_edu" / "__init__.py").is_file():
         ap.error(f"--compare-with {args.compare_with}: no nplm_edu package in that folder (a checkout of this repository)")
     old = old_step(args.compare_with) if args.compare_with else None
+    from nplm_edu.experiments.common import machine
     from nplm_edu.numerics import blas
 
-    print(f"threads {THREADS}; numpy {np.__version__}; fused BLAS gemm update: "
+    print(f"{machine()}; threads {THREADS}; numpy {np.__version__}; fused BLAS gemm update: "
           f"{'yes' if blas._GEMM else 'no (numpy fallback)'}; torch: "
           f"{torch.__version__ if have_torch else 'not installed (skipped)'}")
     load_before = list(os.getloadavg())
-    peak = matmul_peak(min(args.seconds, 3.0))
-    print(f"float32 matmul peak (2048^3, best): {peak:.1f} GFLOP/s")
-    print(f"{'shape':6} {'batch':>5} {'ours ex/s':>10} {'GFLOP/s':>8} {'of peak':>8} {'GEMMs ex/s':>10} "
+    peak = {}
+    for T in THREADS:
+        use_threads(T, have_torch)
+        peak[T] = matmul_peak(min(args.seconds, 3.0))
+    print("float32 matmul peak (2048^3, best): " + ", ".join(f"{peak[T]:.1f} GFLOP/s on {T}" for T in THREADS))
+    print(f"{'shape':6} {'batch':>5} {'threads':>7} {'ours ex/s':>10} {'GFLOP/s':>8} {'of peak':>8} {'GEMMs ex/s':>10} "
           f"{'of GEMMs':>8}" + (f" {'torch ex/s':>10} {'ours/torch':>10}" if have_torch else "")
           + (f" {'other ex/s':>10} {'ours/other':>10}" if old else ""))
-    rounds = 3  # ours and torch alternate, best round of each: fairer on a shared, noisy machine
     rows = []
     for name, shape in SHAPES.items():
-        for K in (128, 1):
-            secs = (args.seconds if K > 1 else args.seconds / 2) / rounds
-            data = batches(K, shape["n"], 16)
-            steps = {"ours": numpy_step(shape, K)}
-            if K > 1:
-                steps["gemm"] = gemm_step(shape, K)
-            if have_torch:
-                steps["torch"] = torch_step(shape, K)
-            if old:
-                steps["other"] = old(shape, K)
-            best = dict.fromkeys(steps, 0.0)
-            for _ in range(rounds):
-                for who, step in steps.items():
-                    best[who] = max(best[who], time_loop(step, data, secs, 3))
-            gf = best["ours"] * flops_per_example(**shape) / 1e9
-            # at K = 1 the products are matrix-vector ones and our fused update beats the three separate
-            # calls: no ceiling to report there
-            ceiling = (f"{best['gemm']:10.0f} {best['ours'] / best['gemm']:8.1%}" if K > 1 else f"{'-':>10} {'-':>8}")
-            line = f"{name:6} {K:5d} {best['ours']:10.0f} {gf:8.1f} {gf / peak:8.1%} {ceiling}"
-            if have_torch:
-                line += f" {best['torch']:10.0f} {best['ours'] / best['torch']:10.2f}"
-            if old:
-                line += f" {best['other']:10.0f} {best['ours'] / best['other']:10.3f}"
-            print(line, flush=True)
-            rows.append({"shape": name, **shape, "V": V, "batch": K, "ours_examples_per_s": round(best["ours"], 1),
-                         "gflops": round(gf, 2), "of_peak": round(gf / peak, 4),
-                         "gemm_ceiling_examples_per_s": round(best["gemm"], 1) if K > 1 else None,
-                         "torch_examples_per_s": round(best["torch"], 1) if have_torch else None,
-                         "ours_over_torch": round(best["ours"] / best["torch"], 3) if have_torch else None,
-                         **({"other_examples_per_s": round(best["other"], 1),
-                             "ours_over_other": round(best["ours"] / best["other"], 3)} if old else {})})
-    peak_end = matmul_peak(min(args.seconds, 3.0))
-    print(f"float32 matmul peak again at the end: {peak_end:.1f} GFLOP/s "
-          "(a large drop means other jobs took the cores meanwhile)")
+        for K in [int(k) for k in args.batches.split(",")]:
+            secs = args.seconds if K > 1 else args.seconds / 2
+            best = measure(shape, K, THREADS, have_torch, old, secs)
+            for T in THREADS:
+                rows.append(row_of(name, shape, K, T, best[T], peak[T], have_torch, old))
+                print_row(rows[-1], have_torch, old)
+    load_after = list(os.getloadavg())
+    scale = []
+    for name in SHAPES:
+        by_t = {r["threads"]: r for r in rows if r["shape"] == name and r["batch"] == 128}
+        if 1 in by_t and 2 in by_t:
+            scale.append({"shape": name, "batch": 128,
+                          **scaling(by_t[1], by_t[2], "examples_per_s", have_torch)})
+            print(scaling_line(f"{name} at batch 128", scale[-1]))
     at128 = [r for r in rows if r["batch"] == 128]
-    met = {"of_peak_at_least_0.65": all(r["of_peak"] >= 0.65 for r in at128),
-           "ours_over_torch_at_least_1.25": (all(r["ours_over_torch"] >= 1.25 for r in at128) if have_torch
-                                             else None)}
-    print(f"targets at batch 128: >= 65% of peak {'met' if met['of_peak_at_least_0.65'] else 'NOT met'}; "
-          f">= 1.25x PyTorch " + {True: "met", False: "NOT met", None: "not measured (no torch)"}[
-              met["ours_over_torch_at_least_1.25"]])
+    met = {"ours_over_torch_at_least_1.25": (all(r["ours_over_torch"] >= 1.25 for r in at128) if have_torch else None),
+           **targets_met(scale, have_torch)}
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} on {os.cpu_count()} cores"
+          + (": other jobs shared the machine, the numbers are low" if max(load_before[0], load_after[0]) > 0.5
+             else ""))
     if args.json:
         from nplm_edu.experiments.common import command_line, write_results
 
         write_results(Path(args.json), {
             "threads": THREADS, "compared_with": args.compare_with, "torch": torch.__version__ if have_torch else None,
-            "load_average_before": load_before, "load_average_after": list(os.getloadavg()),
-            "matmul_peak_gflops": round(peak, 2), "matmul_peak_gflops_at_end": round(peak_end, 2),
+            "load_average_before": load_before, "load_average_after": load_after,
+            "matmul_peak_gflops": {str(T): round(peak[T], 2) for T in THREADS},
             "flops_per_example": "6 |V| D + 6 h (n-1) m, D = h + (n-1) m with direct connections, h without",
-            "rows": rows, "targets_met": met}, STARTED, command_line())
+            "rows": rows, "scaling": scale, "targets_met": met}, STARTED, command_line())
         print(f"wrote {args.json}")
+
 
 if __name__ == "__main__":
     main()

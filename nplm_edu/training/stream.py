@@ -30,6 +30,7 @@ from ..data.vocab import PARAGRAPH
 from ..errors import UserError, a_model
 from ..models.rnn import RecurrentConfig
 from ..numerics.recurrent import recurrent_model
+from ..numerics.threads import set_threads
 from .backends import Backend
 from .checkpoint import TrainState, build_from_meta, load_checkpoint, set_params
 from .clip import check_clip, clip_grad_norm
@@ -121,6 +122,7 @@ class StreamBackend(Backend):
         super().__init__(model)
         self.config, self.stream = config, stream or StreamConfig()
         self.stream.validate()
+        set_threads(config.threads)  # the output layer split among this many threads (numerics.threads)
         if config.batch < 1:
             raise UserError(f"batch (B, the parallel streams) must be at least 1, got {config.batch}", setting="batch")
         if config.optimizer != "sgd":

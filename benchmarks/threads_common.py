@@ -1,0 +1,57 @@
+"""What bench_train.py and bench_recurrent.py share: the thread counts asked for (read before numpy
+and PyTorch load, so their thread pools can grow to the most), switching all of them between
+measurements, and the scaling from 1 to 2 threads with its targets."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def threads_from_argv() -> list[int]:
+    """The thread counts of ``--threads 1,2`` (default 1, 2); the env vars allow the most of them."""
+    counts = [1, 2]
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            counts = [int(t) for t in sys.argv[i + 1].split(",")]
+        elif a.startswith("--threads="):
+            counts = [int(t) for t in a.split("=", 1)[1].split(",")]
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(max(counts))
+    return counts
+
+
+def use_threads(T: int, have_torch) -> None:
+    """Our output blocks, numpy's BLAS and PyTorch on T threads from now on."""
+    from nplm_edu.numerics.threads import set_threads
+
+    set_threads(T)
+    if have_torch:
+        import torch
+
+        torch.set_num_threads(T)
+
+
+def scaling(one: dict, two: dict, speed: str, have_torch) -> dict:
+    """Rows on 1 and 2 threads -> our speed-up, PyTorch's, and whether the targets hold (on 2 threads
+    at least 1.7x our speed on one; our lead over PyTorch on 2 at least 85% of our lead on one)."""
+    s = {"ours_2_over_1": round(two[f"ours_{speed}"] / one[f"ours_{speed}"], 3)}
+    s["ours_2_over_1_at_least_1.7"] = s["ours_2_over_1"] >= 1.7
+    if have_torch:
+        s["torch_2_over_1"] = round(two[f"torch_{speed}"] / one[f"torch_{speed}"], 3)
+        s["lead_kept"] = round(two["ours_over_torch"] / one["ours_over_torch"], 3)
+        s["lead_kept_at_least_0.85"] = s["lead_kept"] >= 0.85
+    return s
+
+
+def scaling_line(label: str, s: dict) -> str:
+    return (f"{label}, 1 -> 2 threads: ours x{s['ours_2_over_1']:.2f} "
+            f"({'met' if s['ours_2_over_1_at_least_1.7'] else 'NOT met'}: >= 1.7)"
+            + (f"; PyTorch x{s['torch_2_over_1']:.2f}; our lead over PyTorch kept {s['lead_kept']:.0%} "
+               f"({'met' if s['lead_kept_at_least_0.85'] else 'NOT met'}: >= 85%)" if "lead_kept" in s else ""))
+
+
+def targets_met(scale: list[dict], have_torch) -> dict:
+    return {"scaling_at_least_1.7": all(s["ours_2_over_1_at_least_1.7"] for s in scale) if scale else None,
+            "lead_kept_at_least_0.85": (all(s["lead_kept_at_least_0.85"] for s in scale) if scale and have_torch
+                                        else None)}
