@@ -15,6 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# not a module of doctests: with --doctest-modules it would be imported as a second module named
+# `conftest`, beside tests/browser/conftest.py, and fail the collection
+collect_ignore = ["conftest.py"]
+
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
