@@ -14,7 +14,7 @@ endif
 # (No MPLBACKEND here: notebooks need the inline backend to store their figures.)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: help venv book test test-unit test-notebooks test-book notebooks bench vendor-js browser-check need-chromium clean
+.PHONY: help venv book test test-unit test-long test-notebooks test-book notebooks bench vendor-js browser-check need-chromium clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -37,12 +37,16 @@ book: venv  ## build the book into _build/html, warnings as errors
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo ">> open _build/html/index.html"
 
-test: venv test-unit probes test-notebooks test-book  ## the whole test suite: unit tests, doctests, notebooks (nbval), book build
+test: venv test-unit test-long probes test-notebooks test-book  ## the whole test suite: unit tests, doctests, long experiment tests, fault probes, notebooks (nbval), book build
 	@echo ">> all tests passed"
 
-test-unit: venv  ## pytest over tests/ and the package's doctests
+test-unit: venv  ## pytest over tests/ and the package's doctests, without the long tests (a few minutes)
 	@echo ">> unit tests and doctests"
 	$(PY) -m pytest $(PYTEST_FLAGS) tests nplm_edu --doctest-modules
+
+test-long: venv  ## the long experiment tests (marked long; pytest -m long)
+	@echo ">> long experiment tests"
+	$(PY) -m pytest $(PYTEST_FLAGS) -m long tests
 
 probes: venv  ## replay the fault probes (kill -9, signals, corrupt files, full disk, concurrent runs, bad options): a few minutes
 	$(PY) tests/probes/run_probes.py
@@ -57,8 +61,8 @@ test-book: book  ## the book builds with no warnings
 
 # Notebooks run with one BLAS thread: the same numbers whatever else the machine is doing, so the
 # outputs stored by `make notebooks` match what nbval recomputes in `make test`.
-test-unit notebooks test-notebooks: export OPENBLAS_NUM_THREADS := 1
-test-unit notebooks test-notebooks: export OMP_NUM_THREADS := 1
+test-unit test-long notebooks test-notebooks: export OPENBLAS_NUM_THREADS := 1
+test-unit test-long notebooks test-notebooks: export OMP_NUM_THREADS := 1
 
 notebooks: venv  ## execute every notebook in place and store its outputs (after changing a chapter)
 	@for nb in book/*.ipynb; do echo ">> executing $$nb"; \

@@ -96,6 +96,7 @@ def test_fixed_features_from_cooccurrence():
     assert np.sqrt(np.mean(R ** 2)) == pytest.approx(2.0)
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not brown_available(), reason="the Brown corpus is not in NLTK_DATA")
 def test_brown_part_quick(tmp_path, monkeypatch, brown_read_once):
     """The quick form's pipeline on a quarter of its slices (the same steps, in seconds)."""

@@ -272,6 +272,7 @@ def test_quick_slices_a_big_corpus():
     assert c.name.endswith("[quick]") and np.array_equal(c.valid, table_corpus(spec, quick=False).valid)
 
 
+@pytest.mark.long
 def test_minibatch_target(tmp_path):
     """K = 1 against K = 128 at the same per-example step: same start, same order, close curves."""
     out = tmp_path / "mb.json"
