@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import UserError, check_seed
 from .lm import LanguageModel
 from .nplm import NPLM
+from .output import log_softmax
 
 
 @dataclass
@@ -113,9 +114,7 @@ class EnergyNPLM(LanguageModel):
         _, _, oc, ow = self._context_part(contexts)
         out = np.empty((len(contexts), self.V))
         for s in range(0, len(contexts), self.chunk):
-            q = self._chunk(oc[s:s + self.chunk], ow)[1].astype(np.float64)  # (k, |V|)
-            q -= q.max(axis=1, keepdims=True)
-            out[s:s + self.chunk] = q - np.log(np.exp(q).sum(axis=1, keepdims=True))
+            out[s:s + self.chunk] = log_softmax(self._chunk(oc[s:s + self.chunk], ow)[1].astype(np.float64))
         return out
 
     def probs(self, contexts):

@@ -50,6 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UserError
+from .output import log_softmax
 from .sparse_output import Rows, SparseOutputLayer, check_counts, check_sizes, check_targets
 from .tree_softmax import log_sigmoid, sigmoid
 
@@ -151,9 +152,7 @@ class SampledSoftmax(SparseOutputLayer):
         return (np.einsum("kh,kh->k", a, params["U"][targets]) + params["b"][targets]).astype(np.float64)
 
     def log_probs(self, params, inputs):
-        y = self.scores(params, self.input(inputs)).astype(np.float64)  # (K, |V|)
-        y -= y.max(axis=1, keepdims=True)
-        return y - np.log(np.exp(y).sum(axis=1, keepdims=True))
+        return log_softmax(self.scores(params, self.input(inputs)).astype(np.float64))  # (K, |V|)
 
 
 class ImportanceSampling(SampledSoftmax):
