@@ -565,3 +565,18 @@ def test_sample_refuses_bad_input_in_one_line(tiny_runs, tmp_path, capsys, args,
     status, out, err = _sample(capsys, *args, *([] if "--synthetic-tokens" in args else SYN), "--quiet")
     assert status == 2 and out == "" and len(err.strip().splitlines()) == 1, (status, out, err)
     assert err.startswith("error: ") and says in err, err
+
+
+def test_a_test_size_and_the_split_said_in_the_first_line(tmp_path, capsys):
+    from nplm_edu.cli import main
+    from nplm_edu.data.corpus import load_corpus
+
+    whole, cut = load_corpus("synthetic", synthetic_tokens=3000), load_corpus("synthetic", synthetic_tokens=3000, test=100)
+    assert cut.name == "synthetic[test 100]" and len(cut.test) == 100 and cut.vocab.words == whole.vocab.words
+    assert np.array_equal(cut.ids, whole.ids[:len(whole.train) + len(whole.valid) + 100])
+    assert main(["train", "--corpus", "synthetic", "--synthetic-tokens", "3000", "--test-size", "0.05", "--epochs",
+                 "1", "--max-updates", "2", "--out", str(tmp_path / "x")]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("synthetic[test 150]: |V| = 47, 2,400 / 300 / 150 train / valid / test tokens"), first
+    assert main(["corpus", "info", "--corpus", "synthetic", "--synthetic-tokens", "3000", "--test-size", "301"]) == 2
+    assert "--test-size must be a positive count or fraction of at most the 300 tokens" in capsys.readouterr().err

@@ -100,7 +100,7 @@ def test_each_target_offers_its_own_options_with_its_dataclass_defaults(capsys):
            "output-layers": {**fields(ol.TRAIN, ol.TRAIN_OPTIONS), **fields(ol.OutputLayersOptions())},
            "recurrent": fields(recurrent.RecurrentOptions()),
            "central-claim": fields(central_claim.CentralClaimOptions())}
-    common = {"-h", "--corpus", "--train-size", "--valid-size", "--min-count", "--corpus-seed", "--synthetic-tokens",
+    common = {"-h", "--corpus", "--train-size", "--valid-size", "--test-size", "--min-count", "--corpus-seed", "--synthetic-tokens",
               "--out", "--quiet"}
     assert set(own) == set(TARGETS)
     for target, defaults in own.items():

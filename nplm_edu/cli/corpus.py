@@ -36,6 +36,8 @@ def add_corpus_args(p, default_corpus: str | None = None, brown_slice: tuple[int
                    help=f"training tokens (count) or fraction (default: {train} on Brown, 0.8 otherwise)")
     p.add_argument("--valid-size", type=split_size, default=d.valid_size, metavar="N|F",
                    help=f"validation tokens or fraction (default: {valid} on Brown, 0.1 otherwise)")
+    p.add_argument("--test-size", type=split_size, default=d.test_size, metavar="N|F",
+                   help="test tokens or fraction, after the validation split (default: the rest of the corpus)")
     p.add_argument("--min-count", type=int, default=d.min_count,
                    help=f"words seen fewer times become <unk> (default {d.min_count}: 'seen 3 times or fewer')")
     p.add_argument("--corpus-seed", type=int, default=d.corpus_seed,
@@ -47,7 +49,7 @@ def add_corpus_args(p, default_corpus: str | None = None, brown_slice: tuple[int
 def corpus_spec(args) -> CorpusSpec:
     """The corpus options of a parsed command line as a :class:`CorpusSpec`."""
     return CorpusSpec(corpus=args.corpus, train_size=args.train_size, valid_size=args.valid_size,
-                      min_count=args.min_count, corpus_seed=args.corpus_seed, synthetic_tokens=args.synthetic_tokens)
+                      test_size=args.test_size, min_count=args.min_count, corpus_seed=args.corpus_seed, synthetic_tokens=args.synthetic_tokens)
 
 
 def corpus_input(args) -> dict:

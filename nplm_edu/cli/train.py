@@ -90,7 +90,8 @@ def _run(args, config: TrainConfig, net: NPLMConfig, comm, started: float) -> in
     net.V = corpus.V
     model = FusedNPLM(net)
     if not quiet:
-        print(f"{corpus.name}: |V| = {corpus.V}, {len(corpus.train):,} training tokens; model n={net.n} "
+        print(f"{corpus.name}: |V| = {corpus.V}, {len(corpus.train):,} / {len(corpus.valid):,} / {len(corpus.test):,} "
+              f"train / valid / test tokens; model n={net.n} "
               f"h={net.h} m={net.m} direct={net.direct}: {model.num_params():,} parameters", flush=True)
     backend, info = None, None
     if args.parallel == "output-block":

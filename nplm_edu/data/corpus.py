@@ -188,11 +188,29 @@ def resolve_split(total: int, train: float | int, valid: float | int) -> tuple[i
     return a, a + v
 
 
-def load_corpus(name: str = "synthetic", *, train=None, valid=None, min_count: int = 4,
+def end_of_test(total: int, valid_end: int, test: float | int | None) -> int:
+    """Where the test split ends: the end of the corpus (``test`` None: the rest), or after ``test`` tokens
+    (an int) or that fraction of the corpus (a float) following the validation split.
+
+    >>> end_of_test(1000, 900, None), end_of_test(1000, 900, 50), end_of_test(1000, 800, 0.1)
+    (1000, 950, 900)
+    """
+    if test is None:
+        return total
+    n = int(round(test * total)) if isinstance(test, float) and 0 < test < 1 else test
+    if isinstance(test, float) and not 0 < test < 1 or n < 1 or n > total - valid_end:
+        raise UserError(f"test_size must be a positive count or fraction of at most the {total - valid_end} tokens "
+                        f"after the validation split, got {test}", setting="test_size")
+    return valid_end + int(n)
+
+
+def load_corpus(name: str = "synthetic", *, train=None, valid=None, test=None, min_count: int = 4,
                 seed: int = 0, synthetic_tokens: int = 30_000, cache: bool = True, progress: bool = False) -> Corpus:
     """Load ``"brown"``, ``"synthetic"`` or a UTF-8 text file as a :class:`Corpus`.
 
-    ``train`` and ``valid`` are token counts (int) or fractions (float); the test set is the rest.
+    ``train`` and ``valid`` are token counts (int) or fractions (float); the test set is the rest, or
+    ``test`` tokens (or that fraction) after them (the corpus is then named ``<name>[test <tokens>]``: not
+    the paper's split; the vocabulary is still the whole corpus's).
     Defaults: the paper's 800,000 / 200,000 on Brown, 0.8 / 0.1 elsewhere. ``min_count``: words
     seen fewer times in the whole corpus become ``<unk>`` (4, i.e. "3 times or fewer", as the
     paper did). ``progress``: a bar while a text file is read (not from the cache) for over a second.
@@ -217,6 +235,9 @@ def load_corpus(name: str = "synthetic", *, train=None, valid=None, min_count: i
         default = DEFAULT_SPLIT
     bounds = resolve_split(len(ids), default[0] if train is None else train,
                           default[1] if valid is None else valid)
+    end = end_of_test(len(ids), bounds[1], test)
+    if end < len(ids):
+        name, ids = f"{name}[test {end - bounds[1]}]", ids[:end]
     return Corpus(name=name, vocab=vocab, ids=ids, bounds=bounds, classes=classes)
 
 
@@ -228,12 +249,14 @@ class CorpusSpec:
     corpus: str = "synthetic"  # brown, synthetic or the path of a UTF-8 text file
     train_size: float | int | None = None  # tokens (int) or fraction (float); None: the default split
     valid_size: float | int | None = None
+    test_size: float | int | None = None  # None: the rest of the corpus
     min_count: int = 4
     corpus_seed: int = 0  # seed of the synthetic corpus
     synthetic_tokens: int = 30_000
 
     def load(self, progress: bool = False) -> Corpus:
-        return load_corpus(self.corpus, train=self.train_size, valid=self.valid_size, min_count=self.min_count,
+        return load_corpus(self.corpus, train=self.train_size, valid=self.valid_size, test=self.test_size,
+                           min_count=self.min_count,
                            seed=self.corpus_seed, synthetic_tokens=self.synthetic_tokens, progress=progress)
 
 

@@ -175,7 +175,7 @@ def explicit_command(row: str, s: dict, spec: CorpusSpec) -> str:
            f"--epochs {s['epochs']} --patience {s['patience']} --seed {s['seed']}")
     if corpus == "synthetic":
         cmd += f" --synthetic-tokens {spec.synthetic_tokens} --corpus-seed {spec.corpus_seed}"
-    for opt, v in (("--train-size", spec.train_size), ("--valid-size", spec.valid_size)):
+    for opt, v in (("--train-size", spec.train_size), ("--valid-size", spec.valid_size), ("--test-size", spec.test_size)):
         if v is not None:
             cmd += f" {opt} {v}"
     if spec.min_count != 4:
