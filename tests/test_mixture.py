@@ -153,7 +153,45 @@ def test_mix_command(tmp_path, capsys):
     rep = json.loads((tmp_path / "mix.json").read_text())
     valid = corpus.windows("valid", 3)
     assert np.isclose(rep["perplexity"]["neural"]["valid"], model.perplexity(*valid))  # the best parameters
-    assert "mix per bin" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "mix per bin" in said.out
+    assert f"wrote {tmp_path / 'mix.json'}" in said.out  # says what it wrote
+    assert "fitting the deleted-interpolation trigram on" in said.err and "scoring" in said.err  # and what it does
+    args = ap.parse_args(["mix", str(tmp_path / "run" / "checkpoint.npz"), "--quiet"])
+    assert args.func(args) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_scoring_shows_a_bar_when_asked(monkeypatch):
+    """batched_log_prob's bar counts every token scored (shown once scoring takes a second)."""
+    from nplm_edu.analysis import mixture
+
+    seen = {}
+
+    class Bar:
+        def __init__(self, **kw):
+            seen.update(kw, n=0)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, k):
+            seen["n"] += k
+
+    monkeypatch.setattr(mixture, "progress_bar", lambda **kw: Bar(**kw))
+
+    class Uniform:
+        order, V = 3, 5
+
+        def log_prob(self, contexts, targets):
+            return np.full(len(targets), -np.log(5))
+
+    out = mixture.batched_log_prob(Uniform(), np.zeros((2500, 2), int), np.zeros(2500, int), batch=1000,
+                                   progress="valid: network")
+    assert len(out) == 2500 and seen["n"] == 2500 and seen["desc"] == "valid: network" and not seen["disable"]
 
 
 def test_mix_refuses_a_checkpoint_whose_network_gives_nan(tmp_path, capsys):
@@ -171,7 +209,7 @@ def test_mix_refuses_a_checkpoint_whose_network_gives_nan(tmp_path, capsys):
     meta = {"kind": "nplm", "model": asdict(model.config), "train": vars(TrainConfig()), "state": vars(TrainState()),
             "data": corpus_fingerprints(corpus, 3)[0]}
     save_checkpoint(tmp_path / "checkpoint.npz", model.params, meta)
-    rc = main(["mix", str(tmp_path / "checkpoint.npz"), "--corpus", "synthetic", "--synthetic-tokens", "3000"])
+    rc = main(["mix", str(tmp_path / "checkpoint.npz"), "--corpus", "synthetic", "--synthetic-tokens", "3000", "--quiet"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error:") and "non-finite" in err and len(err.strip().splitlines()) == 1
     # finite log-probabilities so low that the perplexity overflows a float (math.exp raised OverflowError)
@@ -179,7 +217,7 @@ def test_mix_refuses_a_checkpoint_whose_network_gives_nan(tmp_path, capsys):
         p[...] = 0.0
     model.params["b"][0] = 1e5  # every word but the first at log-probability -1e5
     save_checkpoint(tmp_path / "checkpoint.npz", model.params, meta)
-    rc = main(["mix", str(tmp_path / "checkpoint.npz"), "--corpus", "synthetic", "--synthetic-tokens", "3000"])
+    rc = main(["mix", str(tmp_path / "checkpoint.npz"), "--corpus", "synthetic", "--synthetic-tokens", "3000", "--quiet"])
     err = capsys.readouterr().err
     assert rc == 2 and "non-finite" in err and len(err.strip().splitlines()) == 1, err
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..models.lm import LanguageModel
+from ..progress import progress_bar
 from ..training.guards import perplexity_of as ppl
 
 
@@ -55,14 +56,20 @@ def em_weight(log_pa: np.ndarray, log_pb: np.ndarray, bins: np.ndarray | None = 
     return lam
 
 
-def batched_log_prob(lm: LanguageModel, contexts, targets, batch: int = 1024) -> np.ndarray:
+def batched_log_prob(lm: LanguageModel, contexts, targets, batch: int = 1024, progress: str | None = None) -> np.ndarray:
     """log P(w_t | context) under ``lm`` for every window, ``batch`` windows at a time: (T,) float64.
-    The contexts may be longer than the model reads (its last order - 1 columns are used)."""
+    The contexts may be longer than the model reads (its last order - 1 columns are used).
+    ``progress``: a bar of that name, shown once scoring has taken a second."""
     contexts = np.asarray(contexts)
     if not len(targets):
         return np.zeros(0)
-    return np.concatenate([lm.log_prob(_cut(contexts[i:i + batch], lm), targets[i:i + batch])
-                           for i in range(0, len(targets), batch)]).astype(np.float64)
+    out = []
+    with progress_bar(total=len(targets), desc=progress, unit="token", unit_scale=True, delay=1, leave=False,
+                      disable=progress is None) as bar:
+        for i in range(0, len(targets), batch):
+            out.append(lm.log_prob(_cut(contexts[i:i + batch], lm), targets[i:i + batch]))
+            bar.update(len(out[-1]))
+    return np.concatenate(out).astype(np.float64)
 
 
 def mixed_log_prob(log_pa: np.ndarray, log_pb: np.ndarray, lam) -> np.ndarray:
@@ -92,9 +99,13 @@ class Mixture(LanguageModel):
             return np.full(len(contexts), self.weights[0])
         return self.weights[np.asarray(self.bins(contexts))]
 
-    def component_log_probs(self, contexts, targets, batch: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-        """(log P_a, log P_b) of every target, in batches: (T,), (T,)."""
-        return batched_log_prob(self.a, contexts, targets, batch), batched_log_prob(self.b, contexts, targets, batch)
+    def component_log_probs(self, contexts, targets, batch: int = 1024,
+                            progress: tuple[str, str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(log P_a, log P_b) of every target, in batches: (T,), (T,); ``progress``: the names of
+        two bars, one per model."""
+        pa, pb = progress or (None, None)
+        return (batched_log_prob(self.a, contexts, targets, batch, pa),
+                batched_log_prob(self.b, contexts, targets, batch, pb))
 
     def probs(self, contexts: np.ndarray) -> np.ndarray:
         contexts = np.asarray(contexts)
@@ -123,15 +134,18 @@ class Mixture(LanguageModel):
         return cls(a, b, em_weight(la, lb, np.asarray(bins(contexts)), n_bins), bins=bins)
 
 
-def mixture_report(neural: LanguageModel, ngram: LanguageModel, valid, test, per_bin: bool | None = None) -> dict:
+def mixture_report(neural: LanguageModel, ngram: LanguageModel, valid, test, per_bin: bool | None = None,
+                   progress: bool = False) -> dict:
     """Perplexities on (valid, test) windows of: each model alone, the 0.5 mix, the EM-fitted single
-    weight, and (if the n-gram has bins) weights per bin. All weights are fitted on ``valid``."""
+    weight, and (if the n-gram has bins) weights per bin. All weights are fitted on ``valid``.
+    ``progress``: a bar for each model's scoring of each split."""
     (vc, vt), (tc, tt) = valid, test
     if per_bin is None:
         per_bin = hasattr(ngram, "bins") and hasattr(ngram, "n_bins")
     fixed = Mixture(neural, ngram, 0.5)
-    lv = fixed.component_log_probs(vc, vt)
-    lt = fixed.component_log_probs(tc, tt)
+    bars = (lambda split: (f"{split}: network", f"{split}: n-gram")) if progress else (lambda split: None)
+    lv = fixed.component_log_probs(vc, vt, progress=bars("valid"))
+    lt = fixed.component_log_probs(tc, tt, progress=bars("test"))
 
     lam = em_weight(*lv)[0]
     rows = {"neural": (ppl(lv[0]), ppl(lt[0])), "ngram": (ppl(lv[1]), ppl(lt[1])),

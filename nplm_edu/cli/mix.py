@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -26,10 +27,15 @@ def _cmd_mix(args) -> int:
     if load_checkpoint(args.checkpoint)[0].get("data") not in corpus_fingerprints(corpus, model.order):
         raise UserError(f"{args.checkpoint} was trained on other data (another corpus, split or vocabulary): "
                         "mix it on the corpus it was trained on, with the same corpus options")
+    say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    say(f"fitting the deleted-interpolation trigram on {len(corpus.train):,} training tokens "
+        f"(its weights by EM on {len(corpus.valid):,} validation tokens)")
     tri = InterpolatedTrigram(corpus.V, verbose=False).fit(corpus.train, valid=corpus.windows("valid", 3),
                                                            iterations=args.em_iterations)
+    say(f"scoring {len(corpus.valid):,} validation and {len(corpus.test):,} test tokens with both models")
     with np.errstate(all="ignore"):
-        report = mixture_report(model, tri, corpus.windows("valid", model.order), corpus.windows("test", model.order))
+        report = mixture_report(model, tri, corpus.windows("valid", model.order), corpus.windows("test", model.order),
+                                progress=not args.quiet)
     bad = [name for name, r in report["perplexity"].items() if not all(math.isfinite(v) for v in r.values())]
     if bad:
         raise UserError(f"the network of {args.checkpoint} gives non-finite perplexities ({', '.join(bad)}): its "
@@ -39,7 +45,7 @@ def _cmd_mix(args) -> int:
         print(f"{name:14} {r['valid']:9.2f} {r['test']:9.2f}")
     print(f"EM weight of the network: {report['weights']['mix EM']:.3f}")
     if args.json:
-        write_json_atomic(args.json, dict(report, checkpoint=str(args.checkpoint), corpus=args.corpus))
+        print(f"wrote {write_json_atomic(args.json, dict(report, checkpoint=str(args.checkpoint), corpus=args.corpus))}")
     return 0
 
 
@@ -52,4 +58,5 @@ def add_cli(subparsers) -> None:
     add_corpus_args(p)
     p.add_argument("--em-iterations", type=int, default=5, help="EM iterations of the trigram's own weights (default 5)")
     p.add_argument("--json", metavar="PATH", default=None, help="also write the report to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress lines or bars")
     p.set_defaults(func=_cmd_mix)
