@@ -1,7 +1,9 @@
 """Speed of the Kneser-Ney n-gram: ours on all of Brown, and ours vs nltk.lm on a slice.
 
-    NLTK_DATA=/work/shared/nltk_data .venv/bin/python benchmarks/bench_ngram.py [--order 5]
+    .venv/bin/python benchmarks/bench_ngram.py [--order 5]
         [--nltk-train 20000] [--nltk-test 300] [--repeats 3]
+
+Brown is read where NLTK finds it (``NLTK_DATA``; ``python -m nltk.downloader brown`` fetches it).
 
 1. Ours, Brown: fit interpolated modified Kneser-Ney of order 5 on the 800,000 training tokens and
    score every test token (177,359); best wall-clock of ``--repeats`` runs. Target: < 15 s.

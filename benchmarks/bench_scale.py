@@ -1,6 +1,6 @@
 """How the data and n-gram side scale: corpora of 1, 10 and 100 million tokens, time and peak memory.
 
-    NLTK_DATA=/work/shared/nltk_data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_scale.py \\
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_scale.py \\
         [--sizes 1e6,1e7,1e8] [--seed 0] [--mem-cap-gb 18] [--tmp DIR] [--json data/results/scale.json]
 
 Corpora: Brown's tokens resampled by their bigram statistics (a Markov chain over all of Brown's

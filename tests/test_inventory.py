@@ -177,3 +177,18 @@ def test_valid_json_of_odd_types_is_read_without_a_traceback(tmp_path, capsys):
     (tmp_path / "runs" / "deep" / "history.json").write_text("[" * 100_000 + "]" * 100_000)
     assert main(["results", "--runs", str(tmp_path / "runs")]) == 0
     assert "no training runs" in capsys.readouterr().out
+
+
+def test_a_file_that_recorded_no_date_shows_its_commits_day_never_a_question_mark(tmp_path, capsys):
+    from nplm_edu.experiments.common import PACKAGE
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=PACKAGE).stdout.strip()
+    if not head:
+        pytest.skip("not a git checkout")
+    day = subprocess.run(["git", "show", "-s", "--format=%cs", head], capture_output=True, text=True, cwd=PACKAGE).stdout.strip()
+    write(tmp_path, "undated.json", {"command": "python -m nplm_edu reproduce minibatch", "commit": head, "clean": True})
+    write(tmp_path, "nothing.json", {"command": "python -m nplm_edu reproduce minibatch"})
+    assert main(["results", "--dir", str(tmp_path)]) == 0
+    lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[1:]}
+    assert f" {day}* " in lines["undated.json"]
+    assert " unrecorded " in lines["nothing.json"]

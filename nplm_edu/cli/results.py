@@ -7,7 +7,7 @@ import io
 import shlex
 
 from ..errors import UserError
-from ..experiments.common import RESULTS, runs_root
+from ..experiments.common import RESULTS, commit_date, runs_root
 from ..experiments.inventory import inventory, problems, runs_progress
 
 
@@ -68,19 +68,27 @@ def stale_commands(entries) -> list[str]:
     return bad
 
 
+def _date(entry) -> str:
+    """The day a file was written; for one that did not record it, the day of its commit (marked *)."""
+    if entry.date:
+        return entry.date[:10]
+    days = sorted(filter(None, map(commit_date, entry.commits)))
+    return days[-1] + "*" if days else "unrecorded"
+
+
 def _handler(args) -> int:
     if args.runs is not None:
         return _runs(runs_root(args.runs or None))
     entries = inventory(args.dir)
     width = max(len(e.path) for e in entries) if entries else 10
-    print(f"{'file':{width}}  {'commit':10} {'clean':5}  {'date':10}  command")
+    print(f"{'file':{width}}  {'commit':10} {'clean':5}  {'date':11} command   (date*: the commit's, the file recorded none)")
     for e in entries:
         if e.made_with is not None or not e.path.endswith(".json"):
-            print(f"{e.path:{width}}  {'':10} {'':5}  {'':10}  (written with {e.made_with or '?'})")
+            print(f"{e.path:{width}}  {'':10} {'':5}  {'':11} (written with {e.made_with or '?'})")
             continue
         clean = {True: "yes", False: "NO", None: "?"}[e.clean]
         commits = ",".join(e.commits) or "?"
-        print(f"{e.path:{width}}  {commits:10} {clean:5}  {(e.date or '?')[:10]:10}  {e.command or '?'}"
+        print(f"{e.path:{width}}  {commits:10} {clean:5}  {_date(e):11} {e.command or '?'}"
               + (f"  [kept: {e.kept}]" if e.kept else ""))
     if args.check:
         bad = problems(entries)

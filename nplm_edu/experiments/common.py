@@ -43,6 +43,17 @@ def git_commit() -> str:
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "uncommitted"
 
 
+def commit_date(commit: str) -> str | None:
+    """The day (YYYY-MM-DD) ``commit`` was made, from this repository's history; None if git cannot tell."""
+    try:
+        out = subprocess.run(["git", "show", "-s", "--format=%cs", commit, "--"], capture_output=True, text=True,
+                             cwd=PACKAGE, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    day = out.stdout.strip()
+    return day if out.returncode == 0 and len(day) == 10 else None
+
+
 def package_modified() -> bool | None:
     """Whether the package's files differ from that commit (uncommitted changes), None if unknown."""
     try:
