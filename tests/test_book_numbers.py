@@ -660,10 +660,10 @@ OUTPUT_FIGURES = [
     ("06_training", rf"the most a row may train, about {A}\.", r"r = 1e-4, 30 epochs [\d,]+ ([\d.]+)", a_fraction),
     # ex-training-2: what a weight keeps over one epoch
     ("06_training", rf"size, \$T\$ the number of updates: {N} in the paper's Brown setting",
-     r"paper on Brown, lambda = 1e-4 [\d,]+ updates per epoch: a weight keeps ([\d.]+)", ".0%"),
-    ("06_training", rf"{N} in our synthetic runs", r"synthetic, K = 32, lambda = 1e-4 [\d,]+ updates per epoch: a weight keeps ([\d.]+)", ".0%"),
+     r"paper on Brown, lambda = 1e-4: [\d,]+ updates per epoch, a weight keeps ([\d.]+)", ".0%"),
+    ("06_training", rf"{N} in our synthetic runs", r"synthetic, K = 32, lambda = 1e-4: [\d,]+ updates per epoch, a weight keeps ([\d.]+)", ".0%"),
     # the printed 0.105 to one decimal of a percent: (1 - 0.3 * 0.01) ** 750 = 0.10502
-    ("06_training", rf"and only {N} with \$\\lambda = 10\^\{{-2\}}\$", r"synthetic, K = 32, lambda = 1e-2 [\d,]+ updates per epoch: a weight keeps ([\d.]+)", ".1%"),
+    ("06_training", rf"and only {N} with \$\\lambda = 10\^\{{-2\}}\$", r"synthetic, K = 32, lambda = 1e-2: [\d,]+ updates per epoch, a weight keeps ([\d.]+)", ".1%"),
     # ex-training-3 (its statement): the updates of the K = 1 and K = 32 runs
     ("06_training", rf"examples in {N} updates at", r"K = 1, lr 0\.01: ([\d,]+) updates", None),
     ("06_training", rf"with \$K = 32\$ \({N} updates\)", r"K = 32, lr [\d.]+: ([\d,]+) updates", None),
