@@ -136,3 +136,25 @@ def test_float32_update_on_two_threads_stays_close_to_one_thread():
         out.append([model.sgd_update(rng.integers(0, 2000, (64, 2)), rng.integers(0, 2000, 64), 0.1, 1e-4)
                     for _ in range(5)])
     np.testing.assert_allclose(out[1], out[0], rtol=1e-5)
+
+
+def test_a_split_step_runs_blas_on_one_thread_throughout(monkeypatch):
+    """BLAS's own threads, once woken, poll for work on the cores the blocks need: a step whose output
+    layer is split keeps BLAS on one thread from start to end, and gives the count back after."""
+    from nplm_edu.numerics import fused
+
+    threads.set_threads(2)
+    if blas.blas_info()["threads"] is None:
+        pytest.skip("numpy's BLAS does not say its thread count")
+    seen = []
+    real = fused.features
+
+    def spy(*args, **kw):
+        seen.append(blas.blas_info()["threads"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(fused, "features", spy)
+    model = FusedNPLM(NPLMConfig(V=300, n=3, m=4, h=5, seed=0))
+    model.sgd_update(np.array([[1, 2], [3, 4]]), np.array([5, 6]), 0.1, 0.0)
+    model.log_prob(np.array([[1, 2]]), np.array([5]))
+    assert seen == [1, 1] and blas.blas_info()["threads"] == 2

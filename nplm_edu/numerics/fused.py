@@ -32,7 +32,7 @@ from ..models.nplm import NPLM, NPLMConfig
 from ..models.output import FullSoftmax, log_softmax
 from .blas import gemm_update, segment_sum
 from .head import nll, softmax_nll
-from .threads import block_range, run_blocks, threads
+from .threads import block_range, one_blas_thread, run_blocks, threads
 
 
 # --------------------------------------------------------------------------- the pieces
@@ -178,7 +178,8 @@ class FusedNPLM(NPLM):
         keep = 1.0 - lr * weight_decay  # weight decay: p <- (1 - lr wd) p - lr g
         T = self._blocks()
         if T > 1:
-            return self._sgd_update_blocks(contexts, targets, lr, keep, T)
+            with one_blas_thread():  # the threads are the blocks'
+                return self._sgd_update_blocks(contexts, targets, lr, keep, T)
         cache = self._forward(contexts)
         loss, gy, gz, go, gx = self._backward(cache, targets)
         z, h, UW = cache["z"], cfg.h, cache["UW"]
@@ -272,7 +273,8 @@ class FusedNPLM(NPLM):
         contexts, targets = self.check_ids(contexts, targets)
         T = self._blocks()
         if T > 1:
-            *_, yt, mx, s = self._scores_blocks(contexts, targets, T)
+            with one_blas_thread():  # the threads are the blocks'
+                *_, yt, mx, s = self._scores_blocks(contexts, targets, T)
         else:
             _, yt, mx, s = softmax_nll(self._forward(contexts)["y"], targets, grad=False)
         return -nll(yt, mx, s)  # (K,)

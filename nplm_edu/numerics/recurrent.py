@@ -29,7 +29,7 @@ from ..models.output import FullSoftmax
 from ..models.rnn import ElmanRNN, RecurrentConfig, check_batch
 from .blas import segment_sum
 from .head import nll, softmax_nll
-from .threads import block_range, run_blocks, threads
+from .threads import block_range, one_blas_thread, run_blocks, threads
 
 
 class _Fast:
@@ -137,6 +137,12 @@ class _Fast:
     def loss_and_sparse_grads(self, X, Y, state=None, mask_x=None, mask_a=None, resets=None):
         """As :meth:`loss_and_grads`, but the gradient of C is given by its nonzero rows only: returns
         (loss, grads with grads["C"] the (k, m) rows, state, the k word ids of those rows)."""
+        if type(self.output) is FullSoftmax and self._blocks() > 1:
+            with one_blas_thread():  # the threads are the output blocks'
+                return self._sparse_grads(X, Y, state, mask_x, mask_a, resets)
+        return self._sparse_grads(X, Y, state, mask_x, mask_a, resets)
+
+    def _sparse_grads(self, X, Y, state, mask_x, mask_a, resets):
         X, Y = check_batch(X, Y, self.V)
         P = self.params
         (B, T), h = X.shape, self.config.h
@@ -162,7 +168,8 @@ class _Fast:
         cache = self.forward(X, state, resets=resets)
         A, P, T = cache["inputs"]["U"], self.params, self._blocks()
         if T > 1:
-            yt, mx, s = self._output_blocks(A, Y.T.reshape(-1), T, grad=False)
+            with one_blas_thread():
+                yt, mx, s = self._output_blocks(A, Y.T.reshape(-1), T, grad=False)
         else:
             y = np.matmul(A, P["U"].T, out=self._buffer("y", (A.shape[0], self.V)))
             y += P["b"]

@@ -11,7 +11,8 @@ each running single-threaded BLAS on its column block, keep T cores busy.
 - :func:`run_blocks` runs ``fn(i, reduce)`` on threads i = 0 .. T-1 (0 is the caller) and waits;
   ``reduce(buf, op)`` combines the T threads' arrays ("MAX" or "SUM", in a fixed order, so the same
   thread count gives the same numbers), as MPI's Allreduce does between processes;
-- :func:`rowwise`: a loop over blocks of rows on the same threads.
+- :func:`rowwise`: a loop over blocks of rows on the same threads;
+- :func:`one_blas_thread`: BLAS on one thread for a whole step whose output layer is split.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -150,6 +152,19 @@ def run_blocks(fn, T: int) -> list:
     finally:
         _LOCAL.worker = False
         set_blas_threads(before)
+
+
+@contextmanager
+def one_blas_thread():
+    """numpy's BLAS on one thread inside the block: for a whole step that splits its output layer
+    among threads. (After a call on several threads, BLAS's own threads keep polling for work for a
+    while, on the cores the blocks need.)"""
+    before = set_blas_threads(1)
+    try:
+        yield
+    finally:
+        if before is not None:
+            set_blas_threads(before)
 
 
 def _alone(buf, op) -> None:
