@@ -49,8 +49,8 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.config import TRAJECTORY, TrainConfig
 from ..training.trainer import train
-from .common import RESULTS, is_full_brown, kn5_test, results_path
-from .skeleton import read_results, rounded_history, run_folder, runs_for, write_whole
+from .common import RESULTS, is_full_brown, kn5_test
+from .skeleton import results_file, rounded_history, run_folder, runs_for, write_whole
 from .table1 import table_corpus
 
 # the network and training of data/results/beyond.json (the defaults of `reproduce beyond`): the paper's SGD
@@ -115,8 +115,7 @@ def run_beyond(net: NPLMConfig = NETWORK, cfg: TrainConfig = TRAIN, opts: Beyond
     if opts.quick:
         cfg = TrainConfig(**{**asdict(cfg), "epochs": min(cfg.epochs, QUICK_EPOCHS)})
     check_settings(net, cfg)
-    out = results_path(out, "beyond", opts.quick)
-    read_results(out, "beyond")  # another target's file, or not JSON: refused before the corpus is read
+    out = results_file(out, "beyond", opts.quick)  # checked before any work
     corpus = table_corpus(spec, opts.quick)
     full_brown = not opts.quick and is_full_brown(corpus, spec.min_count)
     mcfg = NPLMConfig(V=corpus.V, n=net.n, h=net.h, m=net.m, direct=net.direct, dtype=net.dtype, seed=cfg.seed)

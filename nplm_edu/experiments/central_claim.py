@@ -57,8 +57,8 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, train
 from .central_claim_brown import rescale, run_brown
-from .common import results_path, runs_root
-from .skeleton import read_results, write_whole
+from .common import runs_root
+from .skeleton import results_file, write_whole
 
 FAMILIES = {"animal-verb": (("cat", "walking"), ("horse", "sleeping"), ("bird", "eating")),
             "time-animal": (("yesterday", "cat"), ("now", "horse"), ("then", "bird"), ("today", "rabbit"))}
@@ -210,8 +210,7 @@ def run_central_claim(opts: CentralClaimOptions | None = None, out=None, quiet: 
     if opts.seeds < 1:
         raise UserError(f"seeds must be at least 1, got {opts.seeds}", setting="seeds")
     started = time.monotonic()
-    out = results_path(out, "central_claim", opts.quick)
-    read_results(out, "central-claim")  # another target's file, or not JSON: refused before any work
+    out = results_file(out, "central-claim", opts.quick)  # checked before any work
     sizes, seeds = (QUICK["sizes"], QUICK["seeds"]) if opts.quick else (SIZES, opts.seeds)
     epochs, test_tokens = (QUICK["epochs"], QUICK["test"]) if opts.quick else (TRAIN.epochs, TEST_TOKENS)
     brown = None

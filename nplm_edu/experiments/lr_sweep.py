@@ -28,8 +28,8 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig, train
-from .common import results_path
-from .skeleton import merge_results, read_results
+
+from .skeleton import merge_results, results_file
 from .minibatch import SLICE  # the Brown slice of ``reproduce minibatch``: 100,000 / 20,000 tokens
 from .table1 import NETWORKS, TRAIN as TABLE1_TRAIN, single_row, table_corpus
 
@@ -86,8 +86,7 @@ def run_lr_sweep(opts: LrSweepOptions | None = None, spec: CorpusSpec | None = N
     base = TrainConfig(epochs=epochs, batch=opts.batch, lr=1.0, decay_rate=opts.decay_rate,
                        weight_decay=opts.weight_decay, seed=opts.seed, patience=max(epochs, 1))
     base.validate()
-    out = results_path(out, "lr_sweep", opts.quick)
-    read_results(out, "lr-sweep")  # another target's file, or not JSON: refused before the corpus is read
+    out = results_file(out, "lr-sweep", opts.quick)  # checked before any work
     corpus = sweep_corpus(spec, opts.quick)
     mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **NETWORKS[row])
     doc = {"row": row, "model": asdict(mcfg), "corpus": corpus.name, "V": corpus.V, "quick": bool(opts.quick),

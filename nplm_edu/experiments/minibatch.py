@@ -30,8 +30,8 @@ from ..data.corpus import CorpusSpec
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, train
-from .common import results_path
-from .skeleton import merge_results, read_results, run_folder, runs_for
+
+from .skeleton import merge_results, results_file, run_folder, runs_for
 from .table1 import NETWORKS, TRAIN as TABLE1_TRAIN, single_row
 
 SLICE = (100_000, 20_000)  # default training / validation tokens on Brown
@@ -73,8 +73,7 @@ def run_minibatch(opts: MinibatchOptions | None = None, spec: CorpusSpec | None 
     if spec.corpus == "brown":
         spec = replace(spec, train_size=SLICE[0] if spec.train_size is None else spec.train_size,
                        valid_size=SLICE[1] if spec.valid_size is None else spec.valid_size)
-    out = results_path(out, "minibatch")
-    read_results(out, "minibatch")  # another target's file, or not JSON: refused before the corpus is read
+    out = results_file(out, "minibatch")  # checked before any work
     corpus = spec.load()
     epochs = opts.epochs
     mcfg = NPLMConfig(V=corpus.V, seed=opts.seed, **NETWORKS[row])

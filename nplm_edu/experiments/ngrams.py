@@ -14,8 +14,8 @@ from pathlib import Path
 from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..models.ngram import build_model, evaluate, exchange_classes
-from .common import results_path
-from .skeleton import read_results, write_whole
+
+from .skeleton import results_file, write_whole
 
 # the n-gram rows of Table 1 (section 4.1): (model, n, classes) -> the paper's (valid, test) perplexity
 PAPER_NGRAMS = {
@@ -49,7 +49,8 @@ class NgramsOptions:
         try:
             out = [int(x) for x in self.classes.split(",") if x.strip()]
         except ValueError:
-            raise UserError(f"classes takes comma-separated integers, got {self.classes!r}", setting="classes") from None
+            raise UserError(f"classes takes comma-separated integers, got {self.classes!r}",
+                            setting="classes") from None
         if not out or min(out) < 1:
             raise UserError(f"classes needs positive numbers, got {self.classes!r}", setting="classes")
         return out
@@ -71,8 +72,7 @@ def run_ngrams(opts: NgramsOptions | None = None, spec: CorpusSpec | None = None
     opts = opts or NgramsOptions()
     spec = spec or CorpusSpec(corpus="brown")
     started = time.monotonic()
-    out = results_path(out, "ngrams")
-    read_results(out, "ngrams")  # another target's file, or not JSON: refused before the corpus is read
+    out = results_file(out, "ngrams")  # checked before any work
     corpus = spec.load()
     clusters: dict[int, tuple] = {}  # c -> (labels, history, seconds): one clustering per c, shared by n
     rows = []

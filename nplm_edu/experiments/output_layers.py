@@ -41,8 +41,8 @@ from ..models.energy import EnergyConfig, EnergyNPLM
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig, TrainingDiverged, train
-from .common import provenance, results_path
-from .skeleton import merge_results, read_results, rounded_history, run_folder, runs_for
+from .common import provenance
+from .skeleton import merge_results, read_results, results_file, rounded_history, run_folder, runs_for
 from .output_methods import METHODS, TimedBackend, build_model, energy_slice, evaluate, parse_methods
 from .table1 import ROWS, TRAIN as TABLE1_TRAIN, table_corpus
 
@@ -158,8 +158,7 @@ def run_output_layers(cfg: TrainConfig = TRAIN, opts: OutputLayersOptions | None
     check_options(opts)
     cfg = replace(cfg, epochs=min(cfg.epochs, QUICK_EPOCHS) if opts.quick else cfg.epochs)
     cfg.validate()
-    out = results_path(out, "output_layers", opts.quick)
-    read_doc(out)  # another target's file, or not JSON: refused before the corpus is read
+    out = results_file(out, "output-layers", opts.quick)  # checked before any work
     corpus = table_corpus(spec, opts.quick)
     settings = settings_of(cfg, opts, corpus, cfg.epochs)
     root = runs_for(opts.runs_dir, out)

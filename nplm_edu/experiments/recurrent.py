@@ -47,8 +47,8 @@ from ..numerics.recurrent import recurrent_model
 from ..training.stream import StreamBackend, StreamConfig, paragraph_id, split_log_probs, split_stream
 from ..training.config import TRAJECTORY, TrainConfig
 from ..training.trainer import train
-from .common import RESULTS, is_full_brown, kn5_test, provenance, results_path
-from .skeleton import merge_results, read_results, rounded_history, run_folder, runs_for
+from .common import RESULTS, is_full_brown, kn5_test, provenance
+from .skeleton import merge_results, results_file, rounded_history, run_folder, runs_for
 from .table1 import table_corpus
 
 _TRAIN = TrainConfig(epochs=15, batch=32, lr=20.0, decay_rate=0.0, lr_decay=0.8, weight_decay=0.0,
@@ -177,8 +177,7 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
     spec = spec or CorpusSpec(corpus="brown")
     started = time.monotonic()
     cells = parse_models(opts.models)
-    out = results_path(out, "recurrent", opts.quick)
-    read_results(out, "recurrent")  # another target's file, or not JSON: refused before the corpus is read
+    out = results_file(out, "recurrent", opts.quick)  # checked before any work
     corpus = table_corpus(spec, opts.quick)
     for cell in cells:
         settings(cell, opts, corpus.V)  # every setting checked before hours of training

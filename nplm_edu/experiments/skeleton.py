@@ -19,7 +19,7 @@ from pathlib import Path
 from ..data.files import atomic_write
 from ..data.locks import one_writer
 from ..errors import UserError
-from .common import runs_root, write_json_atomic, write_results
+from .common import results_path, runs_root, write_json_atomic, write_results
 
 MERGE_WAIT = 60.0  # seconds a results file's writer waits for another's merge (milliseconds, normally)
 
@@ -66,6 +66,14 @@ def read_results(path, target: str) -> dict | None:
         what = f"a {kind} results file" if kind else "not a results file of ours"
         raise UserError(f"{path} is {what}, not {target}'s: it would be replaced; pass another --out")
     return doc
+
+
+def results_file(out, target: str, quick: bool = False) -> Path:
+    """Where ``target`` writes (``out``, else its default file, :func:`~.common.results_path`), checked now,
+    before any work: writable, and not another target's results file nor anything but JSON."""
+    path = results_path(out, target.replace("-", "_"), quick)
+    read_results(path, target)
+    return path
 
 
 def merge_results(out, target: str, doc: dict, rows: dict, started: float, same=("corpus", "V", "tokens", "quick"),

@@ -67,8 +67,8 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.checkpoint import model_from_checkpoint
 from ..training.trainer import TrainConfig, train
-from .common import is_full_brown, kn5_test, provenance, results_path
-from .skeleton import merge_results, read_results, rounded_history, run_folder, runs_for
+from .common import is_full_brown, kn5_test, provenance
+from .skeleton import merge_results, read_results, results_file, rounded_history, run_folder, runs_for
 
 # Table 1 (Brown): the trained rows and the paper's (train, valid, test) perplexities
 ROWS = {
@@ -175,7 +175,8 @@ def explicit_command(row: str, s: dict, spec: CorpusSpec) -> str:
            f"--epochs {s['epochs']} --patience {s['patience']} --seed {s['seed']}")
     if corpus == "synthetic":
         cmd += f" --synthetic-tokens {spec.synthetic_tokens} --corpus-seed {spec.corpus_seed}"
-    for opt, v in (("--train-size", spec.train_size), ("--valid-size", spec.valid_size), ("--test-size", spec.test_size)):
+    sizes = (("--train-size", spec.train_size), ("--valid-size", spec.valid_size), ("--test-size", spec.test_size))
+    for opt, v in sizes:
         if v is not None:
             cmd += f" {opt} {v}"
     if spec.min_count != 4:
@@ -257,8 +258,7 @@ def run_table1(cfg: TrainConfig = TRAIN, opts: Table1Options | None = None, spec
     spec = spec or CorpusSpec(corpus="brown")
     rows = parse_rows(opts.rows)
     cfg.validate()
-    out = results_path(out, "table1", opts.quick)
-    read_doc(out)  # another target's file, or not JSON: refused before the corpus is read
+    out = results_file(out, "table1", opts.quick)  # checked before any work
     corpus = table_corpus(spec, opts.quick)
     s = settings_of(cfg, spec, corpus, opts.quick)
     runs = runs_for(opts.runs_dir, out)
