@@ -1,0 +1,139 @@
+"""The Transformer language model (nplm_edu.models.transformer, .attention): hand-derived gradients
+against central differences (float64), the causal mask, probabilities, learning, settings."""
+
+import numpy as np
+import pytest
+
+from nplm_edu.errors import UserError
+from nplm_edu.models.attention import causal_mask, layer_norm
+from nplm_edu.models.gradcheck import gradcheck
+from nplm_edu.models.transformer import Transformer, TransformerConfig
+
+
+def tiny(tie=True, **kw):
+    cfg = dict(V=13, n_ctx=5, m=8, heads=2, layers=2, d_ff=16, tie=tie, dtype="float64", seed=0)
+    cfg.update(kw)
+    return Transformer(TransformerConfig(**cfg))
+
+
+def windows(K=3, T=5, V=13, seed=1):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, V, (K, T)), rng.integers(0, V, (K, T))
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_every_gradient_equals_central_differences(tie):
+    model = tiny(tie)
+    X, Y = windows()
+    errors = gradcheck(model, X, Y, max_entries=10**6)  # every entry of every parameter
+    names = set(model.params) - ({"U"} if tie else set())
+    assert set(errors) == names
+    assert max(errors.values()) < 1e-7, errors
+
+
+def test_tied_output_is_the_table():
+    model = tiny(True)
+    assert model.params["U"] is model.params["C"]
+    assert model.num_params() == tiny(False).num_params() - 13 * 8
+    _, grads = model.loss_and_grads(*windows())
+    assert "U" not in grads
+
+
+def test_a_later_word_does_not_change_earlier_positions():
+    model = tiny(False)
+    X, _ = windows(T=5)
+    before = model.log_probs(X)  # (K, T, |V|)
+    for t in range(5):
+        X2 = X.copy()
+        X2[:, t] = (X2[:, t] + 1) % 13
+        after = model.log_probs(X2)
+        np.testing.assert_allclose(after[:, :t], before[:, :t], rtol=0, atol=1e-13)
+        assert np.abs(after[:, t:] - before[:, t:]).max(axis=-1).min() > 1e-6  # from t on it reads the change
+
+
+def test_mask_is_the_future():
+    assert causal_mask(3).tolist() == [[False, True, True], [False, False, True], [False, False, False]]
+
+
+def test_probabilities_sum_to_one_at_every_position():
+    for tie in (True, False):
+        p = tiny(tie, dtype="float32").probs(windows(K=4)[0])
+        assert p.shape == (4, 5, 13) and (p > 0).all()
+        np.testing.assert_allclose(p.sum(axis=-1), 1, atol=1e-6)
+
+
+def test_log_prob_reads_the_targets_from_log_probs():
+    model = tiny(False)
+    X, Y = windows()
+    lp = model.log_probs(X)
+    K, T = X.shape
+    np.testing.assert_allclose(model.log_prob(X, Y), lp[np.arange(K)[:, None], np.arange(T), Y])
+    loss, _ = model.loss_and_grads(X, Y)
+    assert loss == pytest.approx(-model.log_prob(X, Y).mean())
+
+
+def test_shorter_windows_use_the_first_positions():
+    model = tiny(False)
+    X, _ = windows(T=5)
+    np.testing.assert_allclose(model.log_probs(X[:, :3]), model.log_probs(X)[:, :3], atol=1e-13)
+
+
+def test_layer_norm_gives_mean_zero_variance_one():
+    x = np.random.default_rng(0).normal(3, 5, (4, 6))
+    y, _ = layer_norm(x, np.ones(6), np.zeros(6))
+    np.testing.assert_allclose(y.mean(axis=-1), 0, atol=1e-12)
+    np.testing.assert_allclose(y.var(axis=-1), 1, atol=1e-5)
+
+
+def test_initialisation_comes_from_the_generator():
+    cfg = TransformerConfig(V=13, n_ctx=5, m=8, heads=2, layers=2, d_ff=16)
+    a = Transformer(cfg, np.random.default_rng(7)).params
+    b = Transformer(cfg, np.random.default_rng(7)).params
+    c = Transformer(cfg, np.random.default_rng(8)).params
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["0.Wq"], c["0.Wq"])
+    d = Transformer(cfg).params  # no generator: default_rng(config.seed)
+    assert all(np.array_equal(d[k], Transformer(cfg, np.random.default_rng(0)).params[k]) for k in d)
+
+
+def test_a_tiny_model_learns_to_repeat_a_pattern():
+    """Each window repeats three random words (a b c a b c ...): the first two next words cannot be
+    known, every later one is the word three positions back, which only attention to the right
+    earlier position finds. The floor of the mean loss is 2 log 13 / 9 = 0.570 nats."""
+    V, T = 13, 9
+    rng = np.random.default_rng(0)
+
+    def batch(K):
+        seq = np.tile(rng.integers(0, V, (K, 3)), 4)[:, :T + 1]  # (K, T + 1)
+        return seq[:, :-1], seq[:, 1:]
+
+    model = Transformer(TransformerConfig(V=V, n_ctx=T, m=16, heads=2, layers=1, d_ff=32, tie=False,
+                                          dtype="float64"), np.random.default_rng(0))
+    X, Y = batch(256)
+    start = -model.log_prob(X, Y)[:, 2:].mean()
+    for _ in range(300):  # plain SGD, learning rate 0.5, batches of 32 windows
+        loss, grads = model.loss_and_grads(*batch(32))
+        for k, g in grads.items():
+            model.params[k] -= 0.5 * g
+    copied = -model.log_prob(X, Y)[:, 2:].mean()  # held-out windows, the predictable positions only
+    assert start > 2.0
+    assert copied < 0.05, copied
+
+
+@pytest.mark.parametrize("change, setting", [
+    (dict(heads=3), "heads"), (dict(n_ctx=0), "n_ctx"), (dict(layers=0), "layers"),
+    (dict(d_ff=0), "d_ff"), (dict(dtype="float16"), "dtype"), (dict(seed=-1), "seed")])
+def test_settings_are_checked(change, setting):
+    cfg = dict(V=13, n_ctx=5, m=8, heads=2, layers=2, d_ff=16)
+    cfg.update(change)
+    with pytest.raises(UserError) as e:
+        Transformer(TransformerConfig(**cfg))
+    assert e.value.setting == setting
+
+
+def test_windows_are_checked():
+    model = tiny()
+    with pytest.raises(UserError, match="longer than n_ctx"):
+        model.log_probs(np.zeros((2, 6), int))
+    with pytest.raises(UserError, match="outside"):
+        model.log_probs(np.full((2, 3), 13))
