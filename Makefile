@@ -99,9 +99,10 @@ $(VENDOR_STAMP):
 	@touch $@
 
 # Needs Debian's Chromium: `apt-get install -y chromium` (as root). First a self-test (the check must
-# fail a few deliberately broken pages and pass a good one), then every page of the built book at
-# 1280 px with the network cut off; tests/browser/check_book.py says what fails. Screenshots of every
-# page and of every control before and after it is moved go to _build/screenshots/.
+# fail a few deliberately broken pages, one per rule, and pass a good one), then every page of the
+# built book at 1280 px and at 390 px (a phone) with the network cut off; tests/browser/check_book.py
+# says what fails. Screenshots of every page at both widths and of every control before and after it
+# is moved (mouse and keyboard) go to _build/screenshots/w1280 and w390.
 browser-check: need-chromium book vendor-js  ## open every built page in headless Chromium (apt-get install -y chromium); fail on what a reader would see broken
 	$(PY) tests/browser/selftest.py
 	$(PY) tests/browser/check_book.py _build/html --vendor-js $(VENDOR_JS) --screenshots _build/screenshots

@@ -186,3 +186,28 @@ def test_spread_labels_keeps_clear_of_points_drawn_larger():
         assert not np.any((ix > 0.5) & (iy > 0.5)), i
     same = viz.spread_labels(xy, w, h, (0, 0, 400, 400), point=3.0)
     assert np.array_equal(same, viz.spread_labels(xy, w, h, (0, 0, 400, 400), point=np.full(12, 3.0)))
+
+
+def test_the_check_reads_every_page_at_a_desktop_and_a_phone_width_and_each_rule_has_a_failing_page():
+    """Each rule the browser check applies (tests/browser/inspect_page.js) is exercised by a page of its
+    self-test that must fail it; the widths are a desktop's and a phone's."""
+    _st = importlib.util.spec_from_file_location("selftest", Path(__file__).parent / "browser" / "selftest.py")
+    selftest = importlib.util.module_from_spec(_st)
+    _st.loader.exec_module(selftest)
+    assert cb.Options().widths == (1280, 390) and cb.Options().narrow_below > 390
+    expected = [w for _, words in selftest.CASES.values() for w in words]
+    rules = ["printed output wider than its block", "the page is wider than the viewport", "content cut off",
+             "a table with no cue that it scrolls", "too small for a finger", "too short for a finger",
+             "scrolls sideways", "wider than the column", "image shown at", "changes nothing", "raw TeX"]
+    for phrase in rules:
+        assert phrase in cb.INSPECT_JS or phrase in Path(cb.__file__).read_text(), phrase
+        assert any(phrase in w for w in expected), f"no self-test page must fail {phrase!r}"
+    # controls are moved by input events (the protocol's Input domain), never by a value set in JavaScript
+    assert "selectedIndex =" not in cb.INSPECT_JS and ".value =" not in cb.INSPECT_JS
+    assert "page.key(" in Path(cb.__file__).read_text() and "page.drag(" in Path(cb.__file__).read_text()
+
+
+def test_bad_widths_are_refused(tmp_path, capsys):
+    (tmp_path / "html").mkdir()
+    assert cb.main([str(tmp_path / "html"), "--widths", "1280,phone", "--vendor-js", str(tmp_path)]) == 2
+    assert "--widths takes whole numbers separated by commas, got '1280,phone'" in capsys.readouterr().err

@@ -107,10 +107,10 @@ class Browser:
         with self._lock:
             return list(self._events.get(session, []))
 
-    def new_page(self, width: int, height: int) -> "Page":
+    def new_page(self, width: int, height: int, mobile: bool = False) -> "Page":
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        return Page(self, target, session, width, height)
+        return Page(self, target, session, width, height, mobile)
 
     def close(self) -> None:
         try:
@@ -137,15 +137,16 @@ class Browser:
 
 
 class Page:
-    """One tab at a fixed viewport size (CSS pixels, device scale 1)."""
+    """One tab at a fixed viewport size (CSS pixels, device scale 1); ``mobile``: as a phone's browser
+    lays a page out (its viewport meta tag obeyed)."""
 
-    def __init__(self, browser: Browser, target: str, session: str, width: int, height: int):
+    def __init__(self, browser: Browser, target: str, session: str, width: int, height: int, mobile: bool = False):
         self.b, self.target, self.session = browser, target, session
-        self.width, self.height = width, height
+        self.width, self.height, self.mobile = width, height, mobile
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable")
         self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
         self._seen = 0
 
     def send(self, method: str, params: dict | None = None, timeout: float | None = None) -> dict:

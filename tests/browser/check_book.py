@@ -10,24 +10,34 @@ How: the built book is served on a free localhost port. The scripts the pages lo
 (require.js, @jupyter-widgets/html-manager's embed-amd.js, MathJax) are served from local copies of
 their npm packages (``make vendor-js``: ``--vendor-js DIR``), at the versions the pages name, and the
 browser can resolve no other host: the check sees what a reader sees, with no network. Each page
-is opened at ``--width`` (1280) CSS pixels through the DevTools protocol (tests/browser/cdp.py),
-every folded block (hidden cells, solutions) is opened, and tests/browser/inspect_page.js measures
-it. A page fails on
+is opened at each of ``--widths`` (1280 and 390 CSS pixels: a desktop and a phone) through the
+DevTools protocol (tests/browser/cdp.py), every folded block (hidden cells, solutions) is opened, and
+tests/browser/inspect_page.js measures it. A page fails, at either width, on
 
 * a console error, an uncaught exception or a failed request (any, including a 404);
 * math left unrendered (raw ``\\(`` ``\\[`` ``$$`` outside code, a math element MathJax did not
   typeset, a MathJax error);
+* printed output wider than its block: a cell's text output whose longest line does not fit, so
+  that it wraps at the block's edge (a table's last column drops under the wrong heading) or scrolls;
+* a page wider than the viewport, or anything reaching past the screen's edge;
+* content cut off: a box that hides part of what it holds (overflow hidden);
 * content wider than the column: an element sticking out of the article column, or one that
-  hides part of its content behind a horizontal scroll bar (tables, code, outputs, equations);
+  hides part of its content behind a horizontal scroll bar; on a phone, code, display equations
+  and tables that show a cue that they scroll (a shadow at the hidden edge) may scroll in their block;
 * an image shown below ``--min-scale`` of its own size (matplotlib's 10 pt text at 100 dpi is
-  13.9 px at full size; below 0.8 it falls under 11 px) or missing;
+  13.9 px at full size; below 0.8 it falls under 11 px), on a phone below ``--min-scale-narrow``
+  (0.65: 9 px), or missing;
+* on a phone, a widget a finger cannot use: a control under 24 px high, a slider's track under
+  150 px, text in the widget under 9 px;
 * a widget area that drew nothing, and a control that changes nothing: every slider in a cell
-  output is dragged with the mouse and every drop-down set to another choice, and the output's
-  picture (with the controls themselves hidden) is compared before and after, pixel for pixel;
+  output is dragged with the mouse and every drop-down given the keyboard's focus and moved with
+  the arrow keys (real input events through the protocol's Input domain, never a value set from
+  JavaScript), and the output's picture (with the controls themselves hidden) is compared before
+  and after, pixel for pixel;
 * a Python error in an output or a docutils system message; a broken internal link or anchor.
 
-One screenshot per page (in parts of 4000 px) and the before/after pictures of every control go
-to ``--screenshots``. Exit status: 0 when no problem is found, 1 otherwise (each problem listed),
+One screenshot per page and width (in parts of 2000 px) and the before/after pictures of every
+control go to ``--screenshots``/w1280 and /w390. Exit status: 0 when no problem is found, 1 otherwise (each problem listed),
 2 on bad usage.
 """
 
@@ -186,7 +196,7 @@ def save_full_page(page: Page, out: Path, part_height: int = 2000, max_parts: in
         old.unlink(missing_ok=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     page.send("Emulation.setDeviceMetricsOverride",
-              {"width": page.width, "height": part_height, "deviceScaleFactor": 1, "mobile": False})
+              {"width": page.width, "height": part_height, "deviceScaleFactor": 1, "mobile": page.mobile})
     files = []
     try:
         height = int(page.evaluate("document.documentElement.scrollHeight"))
@@ -200,7 +210,7 @@ def save_full_page(page: Page, out: Path, part_height: int = 2000, max_parts: in
             files.append(f)
     finally:
         page.send("Emulation.setDeviceMetricsOverride",
-                  {"width": page.width, "height": page.height, "deviceScaleFactor": 1, "mobile": False})
+                  {"width": page.width, "height": page.height, "deviceScaleFactor": 1, "mobile": page.mobile})
     return files
 
 
@@ -232,9 +242,13 @@ def exercise_controls(page: Page, shots: Path, stem: str, settle_ms: int) -> tup
         if c["kind"] == "select" and (c["options"] or 0) < 2:
             continue
         before = stable_shot(page, c["picture"], settle_ms)
-        if c["kind"] == "select":
-            choice = (c["selected"] + 1) % c["options"]
-            moved = f"chose {page.evaluate(f'__nplm.choose({i}, {choice})')!r}"
+        if c["kind"] == "select":  # the keyboard's arrows, as a reader without a pop-up would
+            f = page.evaluate(f"__nplm.focus({i})")
+            down = c["selected"] + 1 < c["options"]
+            page.key(*(("ArrowDown", "ArrowDown", 40) if down else ("ArrowUp", "ArrowUp", 38)))
+            now = page.evaluate(f"__nplm.focus({i})")["option"]
+            moved = (f"pressed {'down' if down else 'up'} on it: {f['option']!r} -> {now!r}" if f["focused"]
+                     else "could not give it the keyboard's focus")
         else:
             a = page.evaluate(f"__nplm.aim({i})")
             if a["isRange"]:  # a native range input moves to where it is clicked
@@ -261,7 +275,10 @@ class Options:
     """How the pages are looked at (see main's flags)."""
     shots: Path = Path("_build/screenshots")
     width: int = 1280
+    widths: tuple = (1280, 390)
+    narrow_below: int = 600  # a viewport narrower than this is a phone's
     min_scale: float = 0.8
+    min_scale_narrow: float = 0.65
     timeout: float = 20.0
     settle_ms: int = 800
     full_shots: str = r"^(book/|index\.html$)"  # pages screenshotted whole; the others, their first screen
@@ -274,15 +291,17 @@ def browser_problems(page: Page, url: str, stem: str, opt: Options, whole: bool)
     page.evaluate(f"__nplm.ready({int(opt.timeout * 1000)})", timeout=opt.timeout + 10)
     page.evaluate("__nplm.openAll()")
     time.sleep(0.3)
-    view = page.evaluate(f"__nplm.inspect({opt.min_scale})")
-    found += view["math"]
-    found += view["overflow"]
+    narrow = page.width < opt.narrow_below
+    least = opt.min_scale_narrow if narrow else opt.min_scale
+    view = page.evaluate(f"__nplm.inspect({least}, {'true' if narrow else 'false'})")
+    for rule in ("math", "page", "printed", "cutOff", "overflow", "fingers"):
+        found += view[rule]
     for im in view["images"]:
         if im.get("missing"):
             found.append(f"missing image: {im['src']}")
         elif im["small"]:
             found.append(f"image shown at {im['scale']:.0%} of its size ({im['shown']} of {im['natural']} px; "
-                         f"under {opt.min_scale:.0%} its text is too small to read): {im['where']}")
+                         f"under {least:.0%} its text is too small to read): {im['where']}")
     empty = sum(not w["rendered"] for w in view["widgets"])
     if empty:
         found.append(f"{empty} of {len(view['widgets'])} widget areas drew nothing")
@@ -319,35 +338,51 @@ def check_pages(root: Path, vendor: Path, exe: str, opt: Options, only: str | No
     """Every page's problems ({relative path: [problem, ...]}); ``report`` gets one line per page."""
     pages = [p for p in book_pages(root) if not only or re.search(only, p.relative_to(root).as_posix())]
     vendored = json.loads((vendor / "versions.json").read_text())
-    opt.shots.mkdir(parents=True, exist_ok=True)
     server, base = serve(root, vendor)
-    problems: dict[str, list[str]] = {}
+    problems: dict[str, list[str]] = {p.relative_to(root).as_posix(): [] for p in pages}
     try:
         with Browser(exe) as browser:
-            page = browser.new_page(opt.width, 900)
-            for p in pages:
-                rel = p.relative_to(root).as_posix()
+            for width in opt.widths:
+                for rel, found in _check_at(browser, width, root, base, pages, vendored, opt, report).items():
+                    problems[rel] += [f"at {width} px: {m}" for m in found]
+    finally:
+        server.shutdown()
+    return problems
+
+
+def _check_at(browser, width: int, root: Path, base: str, pages: list[Path], vendored: dict, opt: Options,
+              report) -> dict[str, list[str]]:
+    """Every page's problems at one viewport width (screenshots in ``opt.shots``/w<width>)."""
+    wopt = dataclasses.replace(opt, shots=opt.shots / f"w{width}", width=width)
+    wopt.shots.mkdir(parents=True, exist_ok=True)
+    problems: dict[str, list[str]] = {}
+    report(f"-- at {width} px")
+    page = browser.new_page(width, 900 if width >= opt.narrow_below else 844, mobile=width < opt.narrow_below)
+    try:
+        for p in pages:
+            rel = p.relative_to(root).as_posix()
+            found = []
+            if width == opt.widths[0]:  # what the HTML says (errors, links, versions): once
                 html = p.read_text(encoding="utf-8", errors="replace")
                 soup = BeautifulSoup(html, "html.parser")
                 found = python_errors(soup) + broken_links(soup, p.resolve(), root)
                 found += version_mismatches(html + "".join(_book_scripts(soup, p, root)), vendored)
-                stem = Path(rel).with_suffix("").as_posix().replace("/", "__")
-                try:
-                    seen, info = browser_problems(page, f"{base}/{rel}", stem, opt, bool(re.search(opt.full_shots, rel)))
-                    found += seen
-                except CDPError as e:
-                    found.append(f"the browser could not inspect the page: {e}")
-                    info = None
-                status = "ok" if not found else f"{len(found)} problem(s)"
-                extra = (f"widgets {info['widgets']}, controls moved {len(info['controls'])}, "
-                         f"screenshots {len(info['screenshots'])}") if info else "not inspected"
-                report(f"{rel:<42} {status:<14} {extra}")
-                for note in (info or {}).get("controls", []):
-                    report(f"    {note}")
-                problems[rel] = found
-            page.close()
+            stem = Path(rel).with_suffix("").as_posix().replace("/", "__")
+            try:
+                seen, info = browser_problems(page, f"{base}/{rel}", stem, wopt, bool(re.search(opt.full_shots, rel)))
+                found += seen
+            except CDPError as e:
+                found.append(f"the browser could not inspect the page: {e}")
+                info = None
+            status = "ok" if not found else f"{len(found)} problem(s)"
+            extra = (f"widgets {info['widgets']}, controls moved {len(info['controls'])}, "
+                     f"screenshots {len(info['screenshots'])}") if info else "not inspected"
+            report(f"{rel:<42} {status:<14} {extra}")
+            for note in (info or {}).get("controls", []):
+                report(f"    {note}")
+            problems[rel] = found
     finally:
-        server.shutdown()
+        page.close()
     return problems
 
 
@@ -359,13 +394,21 @@ def main(argv=None) -> int:
     ap.add_argument("--screenshots", default="_build/screenshots", help="folder for the screenshots")
     ap.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium",
                     help="Chromium executable (default: chromium on PATH)")
-    ap.add_argument("--width", type=int, default=1280, help="viewport width in CSS pixels (default 1280)")
+    ap.add_argument("--widths", default="1280,390",
+                    help="viewport widths in CSS pixels, comma-separated (default 1280,390: a desktop and a phone)")
     ap.add_argument("--min-scale", type=float, default=0.8,
                     help="smallest share of its own width an image may be shown at (default 0.8)")
+    ap.add_argument("--min-scale-narrow", type=float, default=0.65,
+                    help="the same on a phone (default 0.65: 10 pt text at 100 dpi shown at 9 px)")
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds a page may take to load and draw (default 20)")
     ap.add_argument("--settle", type=int, default=800, help="ms to wait after moving a control (default 800)")
     ap.add_argument("--pages", default=None, metavar="REGEX", help="only the pages whose path matches REGEX")
     a = ap.parse_args(argv)
+    try:
+        widths = tuple(int(w) for w in a.widths.split(","))
+    except ValueError:
+        print(f"error: --widths takes whole numbers separated by commas, got {a.widths!r}", file=sys.stderr)
+        return 2
     root, vendor = Path(a.html), Path(a.vendor_js)
     if not root.is_dir():
         print(f"error: {root} is not a folder; build the book first (make book)", file=sys.stderr)
@@ -377,7 +420,8 @@ def main(argv=None) -> int:
     if not Path(a.chromium).exists():
         print(f"error: Chromium not found at {a.chromium}; install it: apt-get install -y chromium", file=sys.stderr)
         return 2
-    opt = Options(shots=Path(a.screenshots), width=a.width, min_scale=a.min_scale, timeout=a.timeout, settle_ms=a.settle)
+    opt = Options(shots=Path(a.screenshots), widths=widths, min_scale=a.min_scale, min_scale_narrow=a.min_scale_narrow,
+                  timeout=a.timeout, settle_ms=a.settle)
     t0 = time.monotonic()
     problems = check_pages(root.resolve(), vendor, a.chromium, opt, a.pages,
                            report=lambda line: print(line.encode("utf-16", "surrogatepass").decode("utf-16", "replace"),
@@ -395,7 +439,8 @@ def main(argv=None) -> int:
         for m in listed:
             print(f"  {m}")
         return 1
-    print(f"\nall {len(problems)} pages passed at {a.width} px ({took:.0f} s); screenshots in {opt.shots}")
+    print(f"\nall {len(problems)} pages passed at {' and '.join(map(str, widths))} px ({took:.0f} s); "
+          f"screenshots in {opt.shots}")
     return 0
 
 

@@ -21,8 +21,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 import check_book  # noqa: E402
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">
-<style>body{{margin:0;font:16px sans-serif}} article.bd-article{{width:752px;margin-left:256px}}
-pre{{white-space:pre;overflow-x:auto}}</style></head>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{{margin:0;font:16px sans-serif}} article.bd-article{{margin:0 16px}}
+@media (min-width: 1100px) {{ article.bd-article{{width:752px;margin-left:256px}} }}
+pre{{white-space:pre;overflow-x:auto}} .cell_output pre{{white-space:pre-wrap}}
+.cue{{overflow-x:auto;background:linear-gradient(to left,#fff0,#fff0),linear-gradient(to left,#0003,#0000) right/12px 100% no-repeat}}
+input[type=range]{{height:28px}} select{{height:32px}}</style></head>
 <body><article class="bd-article"><section id="s"><p>{body}</p></section></article></body></html>"""
 
 # The picture a control drives: a div whose colour follows the slider (when ``live``).
@@ -31,6 +35,16 @@ SLIDER = """<div class="cell_output"><input type="range" min="0" max="100" value
 <script>{script}</script>"""
 LIVE = """const r = document.querySelector('input'), d = document.querySelector('.pic');
 r.addEventListener('input', () => { d.style.background = `hsl(${3 * r.value}, 60%, 50%)`; });"""
+# A drop-down and its picture, for the keyboard (``live``: the picture follows the choice).
+SELECT = """<div class="cell_output"><select class="pick"><option>red</option><option>blue</option></select>
+<div class="pic2" style="width:300px;height:60px;background:red"></div></div>
+<script>{script}</script>"""
+LIVE_SELECT = """const s = document.querySelector('select.pick'), q = document.querySelector('.pic2');
+s.addEventListener('change', () => { q.style.background = s.value; });"""
+# A widget area as the widget manager draws one (the subarea, then the view's script tag).
+WIDGET = """<div class="cell_output"><div class="widget-subarea">{inner}</div>
+<script type="application/vnd.jupyter.widget-view+json">{{}}</script></div><script>{script}</script>"""
+NUMBERS = "".join(f"<td style='white-space:nowrap'>0.1234567{k}</td>" for k in range(6))
 
 
 def png(width: int, height: int) -> bytes:
@@ -43,8 +57,10 @@ def png(width: int, height: int) -> bytes:
 
 # page -> (body, words every reported problem of the page must include; none for a page that is fine)
 CASES = {
-    "fine.html": ("All is well: <code>x</code>, a small figure <img src='small.png' width='600'>"
-                  + SLIDER.format(script=LIVE), []),
+    "fine.html": ("All is well: <code>x</code>, a small figure <img src='small.png' width='320'>"
+                  + "<div class='cell_output'><pre>short   printed   lines\n1.0     2.0</pre></div>"
+                  + f"<div class='cue'><table><tr>{NUMBERS}</tr></table></div>"
+                  + SLIDER.format(script=LIVE) + SELECT.format(script=LIVE_SELECT), []),
     "raw_math.html": (r"The model \(P(w_t \mid h)\) never typeset.", ["raw TeX"]),
     "untypeset.html": (r'Sphinx wrote <span class="math notranslate">\(C\)</span>, MathJax never came.',
                        ["math not typeset"]),
@@ -55,6 +71,18 @@ CASES = {
                         ["wider than the column"]),
     "shrunk.html": ("<img src='big.png' style='width:100%'>", ["image shown at"]),
     "dead_widget.html": (SLIDER.format(script=""), ["changes nothing"]),
+    "dead_select.html": (SELECT.format(script=""), ["changes nothing", "pressed down on it: 'red' -> 'blue'"]),
+    "wrapped_output.html": ("<div class='cell_output'><pre>" + "method   test ppl   valid ppl   " * 4 + "</pre></div>",
+                            ["printed output wider than its block"]),
+    "wide_page.html": ("<div style='position:absolute;left:0;width:1500px;height:20px;background:#ccc'></div>",
+                       ["the page is wider than the viewport"]),
+    "cut_off.html": ("<div style='overflow:hidden;width:200px'><span style='white-space:nowrap'>"
+                     + "words hidden past the edge " * 4 + "</span></div>", ["content cut off"]),
+    "table_no_cue.html": (f"<div style='overflow-x:auto'><table><tr>{NUMBERS}</tr></table></div>",
+                          ["a table with no cue that it scrolls"]),
+    "tiny_control.html": (WIDGET.format(inner="<input type='range' style='width:100px;height:10px'>"
+                                              "<div class='pic' style='width:300px;height:60px;background:red'></div>",
+                                        script=LIVE), ["too small for a finger", "too short for a finger"]),
 }
 
 
@@ -65,7 +93,7 @@ def run(exe: str) -> int:
         root.mkdir()
         vendor.mkdir()
         (vendor / "versions.json").write_text(json.dumps({}))
-        (root / "small.png").write_bytes(png(600, 300))
+        (root / "small.png").write_bytes(png(320, 160))
         (root / "big.png").write_bytes(png(1600, 400))
         for name, (body, _) in CASES.items():
             (root / name).write_text(PAGE.format(body=body))
@@ -78,7 +106,7 @@ def run(exe: str) -> int:
             for w in words:
                 if not any(w in m for m in found):
                     failures.append(f"{name}: expected a problem mentioning {w!r}, got {found}")
-            print(f"{name:<18} {'; '.join(found)[:150] if found else 'passed'}")
+            print(f"{name:<20} {'; '.join(found)[:300] if found else 'passed'}")
     if failures:
         print("\nthe browser check misjudged these pages:")
         for f in failures:

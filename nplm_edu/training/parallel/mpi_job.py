@@ -43,12 +43,15 @@ def world():
     return comm
 
 
-def unlink_shared_memory_files(maps: str = "/proc/self/maps") -> list[str]:
+SELF_MAPS = "/proc/self/maps"  # Linux: the files this process maps, one per line
+
+
+def unlink_shared_memory_files(maps: str | None = None) -> list[str]:
     """Delete the names of the MPICH shared-memory files this process maps (its own job's, so no
-    other job's); returns them. The mappings stay valid. Another rank of the node may have deleted
-    a name first, which is no error."""
+    other job's; ``maps``: the list of mappings to read, this process's by default); returns them.
+    The mappings stay valid. Another rank of the node may have deleted a name first, which is no error."""
     try:
-        lines = Path(maps).read_text().splitlines()
+        lines = Path(maps or SELF_MAPS).read_text().splitlines()
     except OSError:
         return []
     paths = sorted({ln.split()[-1] for ln in lines if ln.split()[-1].startswith("/dev/shm/mpich_shm_")})
