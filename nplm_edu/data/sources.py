@@ -30,8 +30,12 @@ def brown_reader():
 def brown_tokens() -> list[str]:
     """Brown as NLTK gives it, file by file, with ``<p>`` after each paragraph and ``<t>`` after
     each text. 1,177,359 tokens on NLTK's copy (1,161,192 words, 15,667 paragraphs, 500 texts)."""
-    brown = brown_reader()
-    fileids = brown.fileids()
+    try:
+        from nltk.corpus import brown
+
+        fileids = brown.fileids()
+    except LookupError:
+        raise UserError(f"the Brown corpus is not in NLTK_DATA; fix: {BROWN_FIX}") from None
     tokens: list[str] = []
     for fid in fileids:
         for para in brown.paras(fid):
