@@ -102,8 +102,6 @@ def mix05(R, row):  # a network mixed with the trigram at the paper's weight 0.5
     return R(f"table1/rows/{row}/mixtures/0.5/test")
 
 
-def best_mixed(R):  # the network whose 0.5 mixture is best on test (the paper's comparison)
-    return min(NETWORKS, key=lambda r: mix05(R, r))
 
 
 def best_single(R):
@@ -122,8 +120,6 @@ def median_epoch(R, row):  # a row's median seconds per epoch
     return statistics.median(e["seconds"] for e in R(f"table1/rows/{row}/history"))
 
 
-def paper_test(R, row):  # the paper's test perplexity for a row of its Table 1
-    return R(f"table1/rows/{row}/paper/test")
 
 
 def mlp1_matches_nd(R):  # the first epoch at which MLP1's validation perplexity is at or below MLP1-ND's best
@@ -215,20 +211,6 @@ FIGURES = [
     ("08_results", rf"\(MLP9 {N}, mixed [\d.]+; the paper's 276, mixed 252\)", "table1/rows/MLP9/test", ".1f"),
     ("08_results", rf"\(MLP9 [\d.]+, mixed {N}; the paper's 276, mixed 252\)", lambda R: mix05(R, "MLP9"), ".1f"),
     ("08_results", rf"252/321 = {N}", lambda R: R("table1/rows/MLP10/paper/test") / R("ngrams/rows[model=kn,order=5]/paper_test"), ".3f"),
-    ("08_results", rf"ours is {N} below ours \(", lambda R: 1 - single(R, "MLP9") / R("table1/trigram/test"), ".0%"),
-    ("08_results", rf"The paper's MLP9 was {N} below its trigram", lambda R: 1 - paper_test(R, "MLP9") / R("table1/trigram/paper/test"), ".0%"),
-    ("08_results", rf"below ours \({N} against [\d.]+\)", "table1/rows/MLP9/test", ".1f"),
-    ("08_results", rf"below ours \([\d.]+ against {N}\)", "table1/trigram/test", ".1f"),
-    ("08_results", rf"is only {N} below MLP9 alone", lambda R: 1 - mix05(R, "MLP9") / single(R, "MLP9"), ".1%"),
-    ("08_results", rf"where the paper's was {N} below\.", lambda R: 1 - paper_test(R, "MLP10") / paper_test(R, "MLP9"), ".1%"),
-    ("08_results", rf"learned on validation \({N} on the network\) the same", lambda R: R(f"table1/rows/{best_mixed(R)}/mixtures/em/weight"), ".3f"),
-    ("08_results", rf"the same mixture reaches {N} of Kneser-Ney", lambda R: R(f"table1/rows/{best_mixed(R)}/mixtures/em/test") / kn5(R), ".3f"),
-    ("08_results", rf"one weight per context bin {N} \(the section on mixing", lambda R: R(f"table1/rows/{best_mixed(R)}/mixtures/per_bin/test") / kn5(R), ".3f"),
-    ("08_results", rf"scored 252 against 312 .{{0,60}} a ratio of {N};",
-     lambda R: R("table1/rows/MLP10/paper/test") / min(r["paper_test"] for r in R("ngrams/rows")), ".3f"),
-    ("08_results", rf"ours scores {N} against [\d.]+ for ours", lambda R: mix05(R, best_mixed(R)), ".1f"),
-    ("08_results", rf"ours scores [\d.]+ against {N} for ours", lambda R: min(r["test"] for r in R("ngrams/rows")), ".1f"),
-    ("08_results", rf"Kneser-Ney 5-gram\), {N}\.", lambda R: mix05(R, best_mixed(R)) / min(r["test"] for r in R("ngrams/rows")), ".3f"),
     # chapter 8: learning curves
     ("08_results", rf"fell by {N} in its sixth epoch", lambda R: 1 - valid_at(R, "MLP9", 6) / valid_at(R, "MLP9", 5), ".1%"),
     ("08_results", rf"reached its lowest value, {N}, at the", "table1/rows/MLP9/valid", ".1f"),
@@ -259,16 +241,6 @@ FIGURES = [
     # in minutes: MLP1-ND's epochs to its best, and MLP1's epochs to that perplexity, each times the row's median epoch
     ("08_results", rf"first: \w+ epochs of [\d.]+ s, about {N} minutes", lambda R: R("table1/rows/MLP1-ND/best_epoch") * median_epoch(R, "MLP1-ND") / 60, ".0f"),
     ("08_results", rf"needed \w+ epochs of [\d.]+ s, about {N} minutes, to match it", lambda R: mlp1_matches_nd(R) * median_epoch(R, "MLP1") / 60, ".0f"),
-    # chapter 8: n, h, m and the direct connections, pair by pair
-    ("08_results", rf"MLP1 is {N} below MLP3", lambda R: 1 - single(R, "MLP1") / single(R, "MLP3"), ".0%"),
-    ("08_results", rf"features per word matters (?:less|more) \({N} against", lambda R: 1 - single(R, "MLP1") / single(R, "MLP5"), ".1%"),
-    ("08_results", rf"the longer context gives {N} against", lambda R: 1 - single(R, "MLP5") / single(R, "MLP7"), ".1%"),
-    ("08_results", rf"\({N} below it, against", lambda R: 1 - single(R, "MLP9") / single(R, "MLP5"), ".1%"),
-    # the same comparisons in the paper's Table 1 (test perplexities)
-    ("08_results", rf"MLP1 is [\d.]+% below MLP3, against {N} in the paper", lambda R: 1 - paper_test(R, "MLP1") / paper_test(R, "MLP3"), ".1%"),
-    ("08_results", rf"features per word matters (?:less|more) \([\d.]+% against {N}\)", lambda R: 1 - paper_test(R, "MLP1") / paper_test(R, "MLP5"), ".1%"),
-    ("08_results", rf"the longer context gives [\d.]+% against the paper's {N};", lambda R: 1 - paper_test(R, "MLP5") / paper_test(R, "MLP7"), ".1%"),
-    ("08_results", rf"\([\d.]+% below it, against {N}\)", lambda R: 1 - paper_test(R, "MLP9") / paper_test(R, "MLP5"), ".1%"),
     # chapter 8: where the network beats the trigram
     ("08_results", rf"than the trigram on {N} to [\d.]+% of the tokens", lambda R: min(b["mlp_beats_trigram"] for b in often_bins(R)), ".0%"),
     ("08_results", rf"than the trigram on [\d.]+% to {N} of the tokens", lambda R: max(b["mlp_beats_trigram"] for b in often_bins(R)), ".0%"),
@@ -277,14 +249,7 @@ FIGURES = [
     ("08_results", rf"seen 10 times or fewer in training, {N} of the test tokens",
      lambda R: sum(b["tokens"] for b in best_bins(R) if b["bin"] in ("0-3", "4-10")) / sum(b["tokens"] for b in best_bins(R)), ".1%"),
     ("08_results", rf"the right answer of only {N} updates", lambda R: 3 * R(f"table1/rows/{best_single(R)}/best_epoch"), "d"),
-    # chapter 8: mixtures
-    ("08_results", rf"puts {N} to [\d.]+% of the mass", lambda R: min(R(f"table1/rows/{r}/mixtures/em/weight") for r in NETWORKS), ".0%"),
-    ("08_results", rf"puts [\d.]+% to {N} of the mass", lambda R: max(R(f"table1/rows/{r}/mixtures/em/weight") for r in NETWORKS), ".0%"),
-    ("08_results", rf"test perplexity by another {N} to", lambda R: min(1 - R(f"table1/rows/{r}/mixtures/em/test") / mix05(R, r) for r in NETWORKS), ".1%"),
-    ("08_results", rf"by another [\d.]+% to {N}\. One weight", lambda R: max(1 - R(f"table1/rows/{r}/mixtures/em/test") / mix05(R, r) for r in NETWORKS), ".1%"),
-    ("08_results", rf"gains a further {N} on average",
-     lambda R: sum(1 - R(f"table1/rows/{r}/mixtures/per_bin/test") / R(f"table1/rows/{r}/mixtures/em/test") for r in NETWORKS) / len(NETWORKS), ".1%"),
-    ("08_results", rf"per-bin weights, reaches {N} of Kneser-Ney", lambda R: min(R(f"table1/rows/{r}/mixtures/per_bin/test") for r in NETWORKS) / kn5(R), ".3f"),
+    # (chapter 8: the comparisons with the paper, the pairs of rows and the mixtures are glued from table1.json)
     # chapter 8: minibatches
     ("08_results", rf"\({N} against [\d.]+ after four epochs\)", "minibatch/runs/table1/history/3/valid_ppl", ".0f"),
     ("08_results", rf"\([\d.]+ against {N} after four epochs\)", "minibatch/runs/k1/history/3/valid_ppl", ".0f"),
