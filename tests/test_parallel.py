@@ -192,6 +192,7 @@ def serial_cli_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("resumed", [False, True])
 def test_cli_output_block_matches_serial_cli(tmp_path, serial_cli_run, resumed):
     """`mpiexec -n 2 python -m nplm_edu train --parallel output-block` writes the serial run's history

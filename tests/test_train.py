@@ -546,6 +546,7 @@ def uninterrupted(tmp_path_factory):
     return out
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_cli_resume_after_a_real_interruption_equals_uninterrupted(tmp_path, uninterrupted, how):
     """`python -m nplm_edu train ... --out DIR` stopped in the middle of the run, then the same command
