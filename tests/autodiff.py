@@ -4,7 +4,8 @@ It knows nothing of the package: each operation records its inputs and how to se
 to them, and :meth:`Var.backward` walks the recorded graph in reverse topological order (as
 micrograd does for scalars). The tests write the recurrent networks' forward pass with these
 operations, straight from the equations, and compare the gradients it finds with the hand-derived
-backpropagation through time of :mod:`nplm_edu.models.rnn` and :mod:`nplm_edu.models.lstm`.
+backpropagation through time of :mod:`nplm_edu.models.rnn` and :mod:`nplm_edu.models.lstm`, and with
+the hand-derived backward of :mod:`nplm_edu.models.transformer`.
 """
 
 from __future__ import annotations
@@ -95,6 +96,32 @@ def send(v: Var, g: np.ndarray) -> None:
 def tanh(x: Var) -> Var:
     out = Var(np.tanh(x.value), (x,))
     out.back = lambda g: send(x, g * (1 - out.value ** 2))
+    return out
+
+
+def exp(x: Var) -> Var:
+    out = Var(np.exp(x.value), (x,))
+    out.back = lambda g: send(x, g * out.value)
+    return out
+
+
+def sqrt(x: Var) -> Var:
+    out = Var(np.sqrt(x.value), (x,))
+    out.back = lambda g: send(x, g * 0.5 / out.value)
+    return out
+
+
+def recip(x: Var) -> Var:
+    """1 / x."""
+    out = Var(1 / x.value, (x,))
+    out.back = lambda g: send(x, -g * out.value ** 2)
+    return out
+
+
+def sum_cols(x: Var) -> Var:
+    """The sum of each row: (N, M) -> (N, 1)."""
+    out = Var(x.value.sum(axis=1, keepdims=True), (x,))
+    out.back = lambda g: send(x, np.broadcast_to(g, x.value.shape))
     return out
 
 

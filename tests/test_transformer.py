@@ -137,3 +137,57 @@ def test_windows_are_checked():
         model.log_probs(np.zeros((2, 6), int))
     with pytest.raises(UserError, match="outside"):
         model.log_probs(np.full((2, 3), 13))
+
+
+def autodiff_loss(model, X, Y):
+    """The loss of a batch written from the equations, window by window and head by head, with the
+    operations of tests/autodiff.py, an independent reverse-mode AD: (loss Var, parameter Vars)."""
+    from autodiff import Var, concat_rows, exp, mean_nll, recip, rows, sqrt, sum_cols, tanh
+
+    cfg = model.config
+    P = {k: Var(v) for k, v in model.params.items()}
+    if model.tied:
+        P["U"] = P["C"]
+    K, T = X.shape
+    dh = cfg.m // cfg.heads
+    future = np.where(np.triu(np.ones((T, T)), 1) > 0, -1e9, 0.0)  # exp(-1e9) is 0: the mask
+
+    def norm(x, g, beta):  # layer normalization of each row
+        xc = x + sum_cols(x) * (-1 / cfg.m)
+        sigma = sqrt(sum_cols(xc * xc) * (1 / cfg.m) + 1e-5)
+        return xc * recip(sigma) * g + beta
+
+    def gelu(z):
+        return z * (tanh((z + z * z * z * 0.044715) * np.sqrt(2 / np.pi)) + 1.0) * 0.5
+
+    ys = []
+    for k in range(K):
+        x = rows(P["C"], X[k]) + rows(P["P"], np.arange(T))  # (T, m)
+        for i in range(cfg.layers):
+            p = {n: P[f"{i}.{n}"] for n in ("g1", "beta1", "Wq", "Wk", "Wv", "Wo", "g2", "beta2", "W1", "b1", "W2", "b2")}
+            u = norm(x, p["g1"], p["beta1"])
+            q, key, v = u @ p["Wq"].T, u @ p["Wk"].T, u @ p["Wv"].T
+            for h in range(cfg.heads):
+                lo, hi = h * dh, (h + 1) * dh
+                S = q.cols(lo, hi) @ key.cols(lo, hi).T * (1 / np.sqrt(dh)) + future
+                e = exp(S + (-S.value.max(axis=1, keepdims=True)))
+                A = e * recip(sum_cols(e))
+                x = x + (A @ v.cols(lo, hi)) @ p["Wo"].cols(lo, hi).T  # head h's share of Wo
+            u = norm(x, p["g2"], p["beta2"])
+            x = x + gelu(u @ p["W1"].T + p["b1"]) @ p["W2"].T + p["b2"]
+        ys.append(norm(x, P["gf"], P["betaf"]) @ P["U"].T + P["b"])
+    return mean_nll(concat_rows(ys), Y.ravel()), P
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_backward_equals_automatic_differentiation(tie):
+    """The hand-derived backward equals an independent reverse-mode AD of the equations."""
+    model = tiny(tie, layers=2, heads=2)
+    X, Y = windows(K=2, T=5, seed=3)
+    loss, grads = model.loss_and_grads(X, Y)
+    L, P = autodiff_loss(model, X, Y)
+    L.backward()
+    assert loss == pytest.approx(float(L.value), rel=1e-12)
+    assert set(grads) == set(model.params) - ({"U"} if tie else set())
+    for k in grads:
+        np.testing.assert_allclose(grads[k], P[k].grad, rtol=1e-9, atol=1e-13, err_msg=k)
