@@ -186,7 +186,7 @@ def test_bad_batches_are_one_line():
     with pytest.raises(UserError, match="carried state"):
         model.loss_and_grads(np.zeros((2, 3), int), np.zeros((2, 3), int), state=(np.zeros((3, 2)),))
     with pytest.raises(UserError, match="cell"):
-        RecurrentConfig(V=5, cell="gru").validate()
+        RecurrentConfig(V=5, cell="gated").validate()
     with pytest.raises(UserError, match="cannot have cell"):
         LSTM(RecurrentConfig(V=5, cell="rnn"))
 

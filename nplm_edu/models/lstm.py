@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rnn import RecurrentLM, _keep, check_batch, embedding_grad
+from .rnn import RecurrentLM, _keep, embedding_grad
 
 
 def sigmoid(z):
@@ -59,13 +59,8 @@ class LSTM(RecurrentLM):
         return d
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
-        X, _ = check_batch(X, None, self.V)
+        X, (h0, s0), resets, x = self._read(X, state, mask_x, resets)  # x (T, B, m), dropout applied
         P, (B, T), h = self.params, X.shape, self.config.h
-        h0, s0 = self._start(X, state)
-        resets = None if resets is None else np.asarray(resets, bool)
-        x = P["C"][X.T]  # (T, B, m) x_t = C(w_t)
-        if mask_x is not None:
-            x = x * mask_x  # dropout between the look-up table and the LSTM
         hs = np.empty((T + 1, B, h), h0.dtype)  # hs[t + 1] = h_t, hs[0] = the carried h
         ss = np.empty((T + 1, B, h), h0.dtype)  # ss[t + 1] = s_t, ss[0] = the carried cell
         hs[0], ss[0] = h0, s0

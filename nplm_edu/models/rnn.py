@@ -48,13 +48,14 @@ from ..errors import UserError, a_model, check_field_types, check_seed
 from .nplm import check_dtype
 from .output import FullSoftmax, OutputLayer
 
-CELLS = ("rnn", "lstm")
+CELLS = ("rnn", "lstm")  # the cells of the experiments
+ALL_CELLS = CELLS + ("gru",)  # every cell a RecurrentConfig may name (the GRU: reference only)
 
 
 @dataclass
 class RecurrentConfig:
     """Shape of a recurrent language model: |V| words, m features per word (the look-up table C),
-    h hidden units, the cell ("rnn": Elman 1990; "lstm": Hochreiter & Schmidhuber 1997)."""
+    h hidden units, the cell ("rnn": Elman 1990; "lstm": Hochreiter & Schmidhuber 1997; "gru": Cho et al. 2014)."""
 
     V: int
     cell: str = "lstm"
@@ -67,8 +68,8 @@ class RecurrentConfig:
         check_field_types(self)  # a checkpoint written now must read back (1e4 is no count of updates)
         if self.V < 2:
             raise UserError(f"vocabulary size must be at least 2, got {self.V}")
-        if self.cell not in CELLS:
-            raise UserError(f"cell must be one of {', '.join(CELLS)}, got {self.cell!r}")
+        if self.cell not in ALL_CELLS:
+            raise UserError(f"cell must be one of {', '.join(ALL_CELLS)}, got {self.cell!r}")
         for name in ("m", "h"):
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be at least 1, got {getattr(self, name)}", setting=name)
@@ -147,6 +148,17 @@ class RecurrentLM:
             raise UserError(f"the carried state must be {self.n_state} array(s) of shape ({B}, {self.config.h})")
         return state
 
+    def _read(self, X, state, mask_x, resets):
+        """What every forward starts with: the checked batch X (B, T), the state it starts from, the
+        resets as booleans (or None) and x_t = C(w_t) for every step (T, B, m), dropout applied."""
+        X, _ = check_batch(X, None, self.V)
+        state = self._start(X, state)
+        resets = None if resets is None else np.asarray(resets, bool)
+        x = self.params["C"][X.T]  # (T, B, m) x_t = C(w_t)
+        if mask_x is not None:
+            x = x * mask_x  # dropout between the look-up table and the recurrent layer
+        return X, state, resets, x
+
     # ----------------------------------------------------------------- the subclass's part
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
         """Everything up to the output layer's inputs {"U": h_t for all t} (T B, h), time-major."""
@@ -215,13 +227,8 @@ class ElmanRNN(RecurrentLM):
     kind = "rnn"
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
-        X, _ = check_batch(X, None, self.V)
+        X, (h0,), resets, x = self._read(X, state, mask_x, resets)  # x (T, B, m)
         P, (B, T), h = self.params, X.shape, self.config.h
-        (h0,) = self._start(X, state)
-        resets = None if resets is None else np.asarray(resets, bool)
-        x = P["C"][X.T]  # (T, B, m) x_t = C(w_t)
-        if mask_x is not None:
-            x = x * mask_x  # dropout between the look-up table and the recurrent layer
         hs = np.empty((T + 1, B, h), h0.dtype)  # hs[t + 1] = h_t; hs[0] = the carried state
         hs[0] = h0
         prev = np.empty((T, B, h), h0.dtype)  # h_{t-1} as step t reads it (after a reset)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..models.gru import GRU
 from ..models.lstm import LSTM
 from ..models.output import FullSoftmax
 from ..models.rnn import ElmanRNN, RecurrentConfig, check_batch
@@ -283,8 +284,10 @@ class FastLSTM(_Fast, LSTM):
 
 
 def recurrent_model(config: RecurrentConfig, output=None, fast: bool = True):
-    """The model of ``config.cell``: the fast version (default) or the reference one."""
+    """The model of ``config.cell``: the fast version (default) or the reference one (always, for the GRU)."""
     config.validate()
+    if config.cell == "gru":  # the reference only: no fast GRU yet
+        return GRU(config, output)
     if config.cell == "rnn":
         return (FastRNN if fast else ElmanRNN)(config, output)
     return (FastLSTM if fast else LSTM)(config, output)
