@@ -78,7 +78,9 @@ class FusedNPLM(NPLM):
     ``params`` entries may be modified in place or replaced by new arrays (the next call re-fuses
     U and W; the dict then holds views again)."""
 
-    MIN_BLOCK_WORK = 1 << 16  # |V| h or |V| (h + (n-1)m) from which the output layer is split among threads
+    # K |V| (h + (n-1)m) (or K |V| h) from which the output layer is split among threads: below it
+    # (about a millisecond of products) meeting at the barriers costs more than the second core saves
+    MIN_BLOCK_WORK = 1 << 24
 
     def __init__(self, config: NPLMConfig, output=None):
         if output is not None and type(output) is not FullSoftmax:
@@ -176,7 +178,7 @@ class FusedNPLM(NPLM):
         contexts, targets = self.check_ids(contexts, targets)
         cfg, P = self.config, self.params
         keep = 1.0 - lr * weight_decay  # weight decay: p <- (1 - lr wd) p - lr g
-        T = self._blocks()
+        T = self._blocks(len(targets))
         if T > 1:
             with one_blas_thread():  # the threads are the blocks'
                 return self._sgd_update_blocks(contexts, targets, lr, keep, T)
@@ -204,11 +206,11 @@ class FusedNPLM(NPLM):
         C[words] -= lr * sums  # only the rows of the words in the batch get a gradient step
 
     # ----------------------------------------------------------------- on T threads
-    def _blocks(self) -> int:
+    def _blocks(self, K: int) -> int:
         """How many blocks of output units (threads) the update and the probabilities use: 1 for a
-        small output layer, where handing work to threads costs more than it saves."""
+        small step (K |V| D below MIN_BLOCK_WORK), where meeting at the barriers costs more than it saves."""
         T = threads()
-        return T if T > 1 and self.config.V * self.params["U"].shape[1] >= self.MIN_BLOCK_WORK else 1
+        return T if T > 1 and K * self.config.V * self.params["U"].shape[1] >= self.MIN_BLOCK_WORK else 1
 
     def _scores_blocks(self, contexts, targets, T: int, block_step=None):
         """z = [a x], then on T threads the output-block algorithm's forward (section 3.2): thread i
@@ -271,7 +273,7 @@ class FusedNPLM(NPLM):
     def log_prob(self, contexts, targets):
         """log P(w_t | context) of each target (K,), without building a float64 (K, |V|) array."""
         contexts, targets = self.check_ids(contexts, targets)
-        T = self._blocks()
+        T = self._blocks(len(targets))
         if T > 1:
             with one_blas_thread():  # the threads are the blocks'
                 *_, yt, mx, s = self._scores_blocks(contexts, targets, T)

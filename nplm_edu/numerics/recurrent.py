@@ -36,7 +36,7 @@ from .threads import block_range, one_blas_thread, run_blocks, threads
 class _Fast:
     """The fast forward/backward shared by :class:`FastRNN` and :class:`FastLSTM` (a mixin)."""
 
-    MIN_BLOCK_WORK = 1 << 16  # |V| h from which the output layer is split among threads
+    MIN_BLOCK_WORK = 1 << 24  # T B |V| h from which the output layer is split among threads (see FusedNPLM)
 
     def _buffer(self, name: str, shape: tuple, zero: bool = False) -> np.ndarray:
         bufs = self.__dict__.setdefault("_buf", {})
@@ -79,7 +79,7 @@ class _Fast:
             return loss, g_in["U"], grads
         A = inputs["U"]  # (N, h), N = T B
         N = A.shape[0]
-        T = self._blocks()
+        T = self._blocks(N)
         if T > 1:
             return self._output_blocks(A, targets, T)
         y = self._buffer("y", (N, self.V))
@@ -124,10 +124,10 @@ class _Fast:
             gA += parts[j]
         return float(np.mean(nll(yt, mx, s))), gA, {"U": gU, "b": gb}
 
-    def _blocks(self) -> int:
-        """Threads for the full softmax (1 for a small output layer: handing work over costs more)."""
+    def _blocks(self, N: int) -> int:
+        """Threads for the full softmax of N positions (1 below MIN_BLOCK_WORK: meeting costs more)."""
         T = threads()
-        return T if T > 1 and self.V * self.config.h >= self.MIN_BLOCK_WORK else 1
+        return T if T > 1 and N * self.V * self.config.h >= self.MIN_BLOCK_WORK else 1
 
     def loss_and_grads(self, X, Y, state=None, mask_x=None, mask_a=None, resets=None):
         loss, grads, state, words = self.loss_and_sparse_grads(X, Y, state, mask_x, mask_a, resets)
@@ -138,7 +138,7 @@ class _Fast:
     def loss_and_sparse_grads(self, X, Y, state=None, mask_x=None, mask_a=None, resets=None):
         """As :meth:`loss_and_grads`, but the gradient of C is given by its nonzero rows only: returns
         (loss, grads with grads["C"] the (k, m) rows, state, the k word ids of those rows)."""
-        if type(self.output) is FullSoftmax and self._blocks() > 1:
+        if type(self.output) is FullSoftmax and self._blocks(np.size(X)) > 1:
             with one_blas_thread():  # the threads are the output blocks'
                 return self._sparse_grads(X, Y, state, mask_x, mask_a, resets)
         return self._sparse_grads(X, Y, state, mask_x, mask_a, resets)
@@ -167,7 +167,8 @@ class _Fast:
         if type(self.output) is not FullSoftmax:
             return super().chunk_log_prob(X, Y, state, resets)
         cache = self.forward(X, state, resets=resets)
-        A, P, T = cache["inputs"]["U"], self.params, self._blocks()
+        A, P = cache["inputs"]["U"], self.params
+        T = self._blocks(A.shape[0])
         if T > 1:
             with one_blas_thread():
                 yt, mx, s = self._output_blocks(A, Y.T.reshape(-1), T, grad=False)
