@@ -260,7 +260,7 @@ def test_sampling_a_recurrent_model_reads_what_it_drew():
 
 
 def autodiff_loss(model, X, Y, kw):
-    """The loss of a batch written from the equations (seed 003, eq. 6 and section 2.4) with the
+    """The loss of a batch written from the equations (Elman 1990; Hochreiter and Schmidhuber 1997, Gers et al. 2000) with the
     operations of tests/autodiff.py, an independent reverse-mode AD: (loss Var, parameter Vars)."""
     from autodiff import Var, concat_rows, mean_nll, rows, sigmoid, tanh
 

@@ -132,7 +132,12 @@ def add_cli(subparsers) -> None:
                               description="Rerun the experiments behind one of the book's tables and write "
                                           "its JSON file (with the command and the git commit).")
     sub = p.add_subparsers(dest="target", required=True, metavar="{" + ",".join(TARGETS) + "}")
+    for add in (_add_ngrams, _add_table1, _add_minibatch, _add_beyond, _add_lr_sweep, _add_output_layers,
+                _add_recurrent, _add_central_claim):  # one function per target's options
+        add(sub)
 
+
+def _add_ngrams(sub) -> None:
     q = sub.add_parser("ngrams", help="every n-gram row of Table 1 (minutes)", description=description(ngrams.__doc__))
     _common(q, "data/results/ngrams.json")
     add_options(q, ngrams.NgramsOptions(), help={"classes": "class counts, comma-separated (default the paper's "
@@ -140,6 +145,8 @@ def add_cli(subparsers) -> None:
                                                  "passes": "exchange-algorithm passes"})
     q.set_defaults(func=_checked(_ngrams))
 
+
+def _add_table1(sub) -> None:
     q = sub.add_parser("table1", help="the neural rows of Table 1 (hours, resumable)",
                        description="Train and evaluate the neural rows of Table 1 (MLP1-MLP10).")
     _common(q, _outs("table1"))
@@ -153,6 +160,8 @@ def add_cli(subparsers) -> None:
         "save_features": "write the best network's word features C to <out>_features.npz (never with --quick)"})
     q.set_defaults(func=_checked(_table1))
 
+
+def _add_minibatch(sub) -> None:
     q = sub.add_parser("minibatch", help="K = 1 against minibatches on one network (about an hour, resumable)",
                        description="Does minibatch SGD track the paper's pure SGD (K = 1)?")
     _common(q, "data/results/minibatch.json", brown_slice=minibatch.SLICE)
@@ -164,6 +173,8 @@ def add_cli(subparsers) -> None:
         "force": "train the three runs again from scratch"})
     q.set_defaults(func=_checked(_minibatch))
 
+
+def _add_beyond(sub) -> None:
     q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (one to two hours, resumable)",
                        description="One row of Table 1 trained with what we know now.")
     _common(q, _outs("beyond"))
@@ -175,6 +186,8 @@ def add_cli(subparsers) -> None:
                                                  "force": "train again from scratch"})
     q.set_defaults(func=_checked(_beyond))
 
+
+def _add_lr_sweep(sub) -> None:
     q = sub.add_parser("lr-sweep", help="the initial learning rate eps_0 of minibatch SGD (about 6 minutes)",
                        description="Train one Table 1 network once per eps_0 on a slice of Brown (the first "
                                    f"{lr_sweep.SLICE[0]:,} / {lr_sweep.SLICE[1]:,} tokens unless --train-size / "
@@ -188,6 +201,8 @@ def add_cli(subparsers) -> None:
                                                               f"{lr_sweep.QUICK_EPOCHS} epochs, into {_quick('lr_sweep')}"})
     q.set_defaults(func=_checked(_lr_sweep))
 
+
+def _add_output_layers(sub) -> None:
     ol = output_layers
     q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003 (hours on Brown, resumable)",
                        description="MLP9 trained with the full, class-factored and tree softmaxes, importance "
@@ -205,6 +220,8 @@ def add_cli(subparsers) -> None:
         "force": "start the results file and the methods' runs again"})
     q.set_defaults(func=_checked(_output_layers))
 
+
+def _add_recurrent(sub) -> None:
     q = sub.add_parser("recurrent", help="an Elman RNN and an LSTM on Brown (hours, resumable)",
                        description=description(recurrent.__doc__, 1) + " An Elman network (RNN) and an LSTM "
                        "read the corpus as parallel streams, trained with truncated backpropagation through time; "
@@ -221,6 +238,8 @@ def add_cli(subparsers) -> None:
         **{k: f"{text} {_recurrent_default(k)}" for k, text in RECURRENT_HELP.items()}})
     q.set_defaults(func=_checked(_recurrent))
 
+
+def _add_central_claim(sub) -> None:
     q = sub.add_parser("central-claim", help="unseen sentences made likely by similar words (under an hour, resumable)",
                        description="The paper's central claim, measured: sentences that pair chosen words are "
                                    "removed from the synthetic grammar's training data and scored by the network "

@@ -212,8 +212,8 @@ def kn5_baseline(corpus, test: bool, full_brown: bool):
     kn5_ref = kn5_test(corpus, full_brown) or (r3(ppl(kn["test"])) if test else None)
     doc = {"corpus": corpus.name, "V": corpus.V,
            "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")},
-           "what": "recurrent language models (Elman RNN, seed 003 eq. 6; LSTM, section 2.4) read as B parallel "
-                   "streams with truncated BPTT over T steps, state carried; scored with the state carried through "
+           "what": "recurrent language models (Elman's RNN, 1990; the LSTM of Hochreiter and Schmidhuber, 1997, "
+                   "with the forget gate of Gers et al., 2000) read as B parallel streams with truncated BPTT over T steps, state carried; scored with the state carried through "
                    "each split and reset at every <p>; mixed with our modified Kneser-Ney 5-gram by one EM weight "
                    "fitted on validation (each row's settings say the rest)",
            "kn5": {"valid": r3(ppl(kn["valid"])), "test": r3(ppl(kn["test"])) if test else None, "test_ref": kn5_ref,
