@@ -213,8 +213,8 @@ def kn5_baseline(corpus, test: bool, full_brown: bool):
     doc = {"corpus": corpus.name, "V": corpus.V,
            "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")},
            "what": "recurrent language models (Elman's RNN, 1990; the LSTM of Hochreiter and Schmidhuber, 1997, "
-                   "with the forget gate of Gers et al., 2000) read as B parallel streams with truncated BPTT over T steps, state carried; scored with the state carried through "
-                   "each split and reset at every <p>; mixed with our modified Kneser-Ney 5-gram by one EM weight "
+                   "with the forget gate of Gers et al., 2000) read as B parallel streams with truncated BPTT "
+                   "over T steps, state carried; scored with the state carried through each split and reset at every <p>; mixed with our modified Kneser-Ney 5-gram by one EM weight "
                    "fitted on validation (each row's settings say the rest)",
            "kn5": {"valid": r3(ppl(kn["valid"])), "test": r3(ppl(kn["test"])) if test else None, "test_ref": kn5_ref,
                    "ref_source": "data/results/ngrams.json" if full_brown else "fitted in this run",
