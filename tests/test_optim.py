@@ -152,7 +152,8 @@ def test_resume_after_ctrl_c_mid_epoch_equals_uninterrupted(tmp_path, monkeypatc
     resumed, hres = fit(2, tmp_path / "cut", resume=True)
     for k in full.params:
         assert np.array_equal(full.params[k], resumed.params[k]), k
-    assert hres["epochs"] == [dict(e, seconds=r["seconds"]) for e, r in zip(hfull["epochs"], hres["epochs"])]
+    assert hres["epochs"] == [dict(e, seconds=r["seconds"], cpu_seconds=r["cpu_seconds"])
+                              for e, r in zip(hfull["epochs"], hres["epochs"])]
     with np.load(tmp_path / "cut" / "checkpoint.npz", allow_pickle=False) as z:
         assert "adam_m/U" in z.files and "adam_v/U" in z.files and "best/U" in z.files
     with pytest.raises(UserError, match="cannot resume with dropout_a"):

@@ -21,7 +21,7 @@ from nplm_edu.training.checkpoint import load_checkpoint
 SCRIPT = Path(resume_models.__file__)
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
            PYTHONPATH=str(SCRIPT.parents[1]))
-TIMES = ("seconds", "train_seconds", "train_cpu_seconds", "valid_seconds", "updates_per_s", "timing_partial")
+TIMES = ("seconds", "cpu_seconds", "train_seconds", "train_cpu_seconds", "valid_seconds", "updates_per_s", "timing_partial")
 
 
 def same_run(history: dict) -> str:

@@ -64,6 +64,7 @@ class TrainState:
     bad_epochs: int = 0  # epochs since the best validation perplexity
     history: list = field(default_factory=list)  # one dict per finished epoch
     epoch_seconds: float = 0.0  # time already spent in the current epoch
+    epoch_cpu_seconds: float = 0.0  # CPU time (this process's) already spent in the current epoch
     done: bool = False  # early stopping has ended the run
 
     def drop_last_epoch(self) -> None:

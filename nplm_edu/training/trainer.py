@@ -58,6 +58,7 @@ def train(model, corpus_or_windows, config: TrainConfig, out_dir=None, resume: b
             run.rng.bit_generator.state = state.rng_state  # the order of this epoch, also after resume
             order = plan.limit(plan.order(run.rng), run.updates_left())
             run.t_epoch, run.last_save = time.monotonic() - state.epoch_seconds, time.monotonic()
+            run.c_epoch = time.process_time() - state.epoch_cpu_seconds  # this process's CPU, all its threads
             with run.epoch_bar(plan) as bar:  # whatever ends the epoch early, its error gets a line of its own
                 for j in range(state.batch_in_epoch, plan.n_batches):
                     if run.limit_hit():
@@ -195,6 +196,7 @@ class _Run:
         """A checkpoint of the run as it stands (collective for the output-block backend)."""
         if self.state.batch_in_epoch:  # inside an epoch: the time it has taken so far goes on after resume
             self.state.epoch_seconds = time.monotonic() - self.t_epoch
+            self.state.epoch_cpu_seconds = time.process_time() - self.c_epoch
         params = self.backend.params()  # every rank calls it
         self.backend.save_rng(self.state)
         meta = {"kind": getattr(self.model, "kind", "nplm"), "model": asdict(self.model.config),
@@ -219,6 +221,7 @@ class _Run:
                 state.bad_epochs += 1
                 state.done = state.bad_epochs >= config.patience
         entry["seconds"] = time.monotonic() - self.t_epoch
+        entry["cpu_seconds"] = time.process_time() - self.c_epoch
         entry.update(backend.epoch_extra())
         state.history.append(entry)
         self.history.update(best_valid_ppl=state.best_valid, best_epoch=state.best_epoch)  # so far: read mid-run
@@ -228,7 +231,7 @@ class _Run:
             print(f"epoch {entry['epoch']:3d}  train ppl{on} {entry['train_ppl']:8.2f}{v}  "
                   f"lr {entry['lr']:.3g}  {entry['seconds']:.1f} s", flush=True)
         state.epoch, state.batch_in_epoch, state.loss_sum, state.loss_count = state.epoch + 1, 0, 0.0, 0
-        state.epoch_seconds, state.rng_state = 0.0, self.rng.bit_generator.state
+        state.epoch_seconds, state.epoch_cpu_seconds, state.rng_state = 0.0, 0.0, self.rng.bit_generator.state
         self.save()
         self.keeper.write_history()
 
