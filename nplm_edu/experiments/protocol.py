@@ -1,0 +1,301 @@
+"""One comparison protocol for every neural comparison after 2003: the learning rate chosen on validation
+from a grid fixed in advance, the chosen setting trained to early stopping over several seeds, the test
+set scored once per seed, and the time each run took to reach a quality.
+
+A *method* is a :class:`Method`: a name and a callable ``build(lr, seed)`` returning ``(model, config)``
+or ``(model, config, backend)`` (a :class:`~nplm_edu.training.trainer.TrainConfig`, and a training
+backend when the serial one is not the method's). The protocol sets the config's ``lr``, ``seed``,
+``epochs`` and ``patience``; everything else (batch, schedule, regularization) is the method's. Then::
+
+    choice = choose_lr(method, corpus, PROTOCOL, root)                  # the grid, on validation only
+    rows = run_seeds(method, corpus, PROTOCOL, choice, root, out=out, target="output-layers", doc=head)
+    summary(rows)                                                         # mean ± std over the seeds
+
+Each run (one learning rate, one seed) trains in its own folder ``<root>/<method>/lr<lr>-seed<seed>``
+through :func:`~nplm_edu.experiments.skeleton.run_folder`: a killed run resumes where its checkpoint
+stands, and the grid's run of the first seed is the start of that seed's long run when the grid
+chooses its rate (the schedule does not depend on the epoch count). Rows are keyed by method and seed
+(``"full/seed1"``) and merged under the results file's lock, so two processes filling one file (say
+seeds 0 and 1 in one, seed 2 in the other) keep every row; the protocol's settings, the grid's
+validation perplexities and the summaries are written beside them.
+
+Compute plan, from the seconds per epoch of the results files in ``data/results/`` (Brown, one
+thread). ``output_layers.json`` (MLP9, 3 epochs a method): ``train_cpu_seconds`` full softmax 380.9,
+class-frequency 54.9, class-exchange 49.3, tree-huffman 23.1, tree-cluster 24.4, is 16.2,
+is-adaptive 17.4, is-target 16.2, nce 13.1: 595.5 s, 198.5 s an epoch of all nine; the exact
+validation perplexity adds 160.5 s an epoch for the nine (``valid_seconds``: 30.8 for the full
+softmax, 23.7 to 34.4 for the sampled objectives, 1 to 2.5 for the trees and classes): an epoch
+of the table is about 360 s. A method costs 3 grid values x 2 epochs = 6 epochs (the chosen
+value's 2 are its first seed's start), then each seed to early stopping: about 18 epochs if the
+full softmax's convergence near epoch 15 holds (15 + patience 3), so 6 + 16 + 18 + 18 = 58 epochs,
+x 360 s = 20,900 s = 5.8 CPU hours for the table; with every seed at the 30-epoch cap
+6 + 28 + 30 + 30 = 94 epochs, 9.4 hours. ``recurrent.json`` (15 epochs each, wall, validation
+included): the Elman network 3,366 s (224 s an epoch), the LSTM 6,110 s (407 s an epoch; 260 s
+once warm, its first epochs ran on a loaded machine): 632 s an epoch of the pair, x 58 = 36,600 s =
+10.2 hours (94 x 632 s = 16.5 at the cap). ``central_claim.json``: 2,256 s wall for all its networks, three
+seeds each already, trained to early stopping; a 3-value grid of 2 epochs a network makes it at
+most about 5 times that, 3.1 hours. Total about 5.8 + 10.2 + 3.1 = 19 CPU hours (9.4 + 16.5 + 3.1 = 29 with every
+run at its cap), within about 40 CPU hours on two cores; the rest is for the controls beside them
+(the LSTM reset every four words, the NPLM with dropout) and importance sampling with a sample
+size set by the effective sample size.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import UserError
+from ..training.checkpoint import TrainingDiverged
+from ..training.trainer import train
+from .skeleton import merge_results, read_results, rounded_history, run_folder
+
+WITHIN = (0.05, 0.01)  # time to quality: within 5% and 1% of the reference's best validation perplexity
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The protocol's settings, fixed before any run: the learning-rate grid (the same for every method
+    of a table), the grid's budget (``grid_epochs``: the validation perplexity after that many epochs
+    decides), Table 1's patience (epochs without a lower validation perplexity before a run stops),
+    ``max_epochs`` (a run that reaches it is reported as such) and the seeds of the chosen setting."""
+
+    lrs: tuple = (0.3, 1.0, 3.0)
+    grid_epochs: int = 2
+    patience: int = 3
+    max_epochs: int = 30
+    seeds: tuple = (0, 1, 2)
+
+    def validate(self) -> None:
+        _check_list(self.lrs, "lrs", "the learning-rate grid", lambda v: _number(v) and math.isfinite(v) and v > 0,
+                    "finite numbers > 0")
+        for name in ("grid_epochs", "patience", "max_epochs"):
+            v = getattr(self, name)
+            if not _whole(v) or v < 1:
+                raise UserError(f"{name} must be a whole number >= 1, got {v!r}", setting=name)
+        if self.grid_epochs >= self.max_epochs:
+            raise UserError(f"grid_epochs ({self.grid_epochs}) must be below max_epochs ({self.max_epochs}): the "
+                            "grid is a short budget", setting="grid_epochs")
+        _check_list(self.seeds, "seeds", "the seeds of the chosen setting", lambda v: _whole(v) and v >= 0,
+                    "whole numbers >= 0")
+
+    def record(self) -> dict:
+        """The settings as a results file states them."""
+        return {**asdict(self), "lrs": list(self.lrs), "seeds": list(self.seeds),
+                "lr_choice": f"lowest validation perplexity after {self.grid_epochs} epochs, seed {self.seeds[0]}",
+                "std": "sample standard deviation over the seeds (ddof 1)"}
+
+
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_list(values, setting: str, what: str, ok, rule: str) -> None:
+    """At least 3 different values, each passing ``ok`` (said as ``rule``)."""
+    values = tuple(values)
+    if len(values) < 3 or len(set(values)) != len(values):
+        raise UserError(f"{setting} ({what}) needs at least 3 different values, got {values}", setting=setting)
+    if not all(ok(v) for v in values):
+        raise UserError(f"{setting} ({what}) must be {rule}, got {values}", setting=setting)
+
+
+PROTOCOL = Protocol()
+
+
+def window_ppl(model, corpus, split: str) -> float:
+    """The exact perplexity of a window model (the NPLM and its output layers) over every token of ``split``."""
+    return float(model.perplexity(*corpus.windows(split, model.order)))
+
+
+@dataclass
+class Method:
+    """A method under the protocol: ``build(lr, seed)`` -> (model, TrainConfig[, backend]);
+    ``score(model, corpus, split)`` -> that split's perplexity (default :func:`window_ppl`);
+    ``stamp``: what else decides its numbers (kept with each run, checked on resume)."""
+
+    name: str
+    build: Callable
+    score: Callable = window_ppl
+    stamp: dict = field(default_factory=dict)
+
+
+def run_dir(root, method: Method, lr: float, seed: int) -> Path:
+    return Path(root) / method.name / f"lr{lr:g}-seed{seed}"
+
+
+def train_run(method: Method, corpus, lr: float, seed: int, epochs: int, protocol: Protocol, root,
+              force: bool = False, quiet: bool = True):
+    """One run of ``method`` (rate ``lr``, ``seed``) trained, or resumed, to ``epochs`` epochs or early
+    stopping in its run folder; returns (model, history). Validation only: the test set is not read."""
+    built = method.build(lr, seed)
+    model, cfg, backend = (*built, None) if len(built) == 2 else built
+    cfg = replace(cfg, lr=lr, seed=seed, epochs=epochs, patience=protocol.patience)
+    cfg.validate()
+    net = getattr(model, "config", None)
+    stamp = {"method": method.name, "lr": lr, "seed": seed, "corpus": getattr(corpus, "name", None),
+             "V": model.V, "model": asdict(net) if is_dataclass(net) else None, "stamp": method.stamp,
+             "train": {k: v for k, v in asdict(cfg).items() if k not in ("epochs", "patience")}}
+    folder = run_dir(root, method, lr, seed)
+    with run_folder(folder, stamp, force, what=f"{method.name} lr {lr:g} seed {seed}") as resumed:
+        history = train(model, corpus, cfg, out_dir=folder, resume=resumed, quiet=quiet, backend=backend)
+    return model, history
+
+
+def choose_lr(method: Method, corpus, protocol: Protocol = PROTOCOL, root=None, force: bool = False,
+              quiet: bool = True) -> dict:
+    """Every grid value trained for ``protocol.grid_epochs`` epochs (the first seed); the choice is the
+    lowest validation perplexity after them (a diverged value is never chosen). The test set is not read.
+    Returns {"lr": choice, "grid": {lr: validation perplexity, or None if it diverged}}."""
+    protocol.validate()
+    grid = {}
+    for lr in protocol.lrs:
+        try:
+            _, history = train_run(method, corpus, lr, protocol.seeds[0], protocol.grid_epochs, protocol, root,
+                                   force, quiet)
+            grid[lr] = history["epochs"][-1]["valid_ppl"]
+        except TrainingDiverged as e:
+            if not quiet:
+                print(f"{method.name}: lr {lr:g} diverged ({e})", flush=True)
+            grid[lr] = None
+    scored = {lr: v for lr, v in grid.items() if v is not None}
+    if not scored:
+        raise UserError(f"{method.name}: every learning rate of the grid {list(protocol.lrs)} diverged; "
+                        "choose a grid of smaller lrs", setting="lrs")
+    return {"lr": min(scored, key=scored.get), "grid": grid}
+
+
+def seed_row(method: Method, model, history: dict, corpus, choice: dict, seed: int, protocol: Protocol) -> dict:
+    """The row of one seed: validation and test perplexity of the best parameters (test scored here,
+    once), whether the run stopped early or reached ``max_epochs``, and its history."""
+    epochs = history["epochs"]
+    return {"run": f"{method.name}/seed{seed}", "method": method.name, "seed": seed, "lr": choice["lr"],
+            "lr_grid": {f"{lr:g}": v for lr, v in choice["grid"].items()},
+            "valid_ppl": method.score(model, corpus, "valid"), "test_ppl": method.score(model, corpus, "test"),
+            "epochs": len(epochs), "best_epoch": history.get("best_epoch"),
+            "stopped_early": bool(history.get("stopped_early")),
+            "reached_max_epochs": len(epochs) >= protocol.max_epochs and not history.get("stopped_early"),
+            "wall_seconds_training": round(sum(e.get("seconds", 0.0) for e in epochs), 2),
+            "cpu_seconds_training": round(sum(e.get("cpu_seconds", 0.0) for e in epochs), 2),
+            "history": rounded_history(epochs)}
+
+
+def run_seeds(method: Method, corpus, protocol: Protocol, choice: dict, root, out=None, target: str | None = None,
+              doc: dict | None = None, seeds=None, force: bool = False, quiet: bool = True) -> list[dict]:
+    """The chosen setting (``choice`` of :func:`choose_lr`) trained to early stopping (or ``max_epochs``)
+    for every seed of the protocol (or ``seeds``, a subset: one process per subset), each a resumable run
+    folder; test perplexity scored once per seed. With ``out``: a seed already in the results file is not
+    trained or scored again, and each new row is merged into the file (``target``'s, with ``doc``'s
+    header) as soon as it is done. Returns the rows of these seeds."""
+    protocol.validate()
+    seeds = protocol.seeds if seeds is None else tuple(seeds)
+    if any(s not in protocol.seeds for s in seeds):
+        raise UserError(f"seeds {list(seeds)} are not all among the protocol's {list(protocol.seeds)}", setting="seeds")
+    done = done_rows(out, target, doc or {}, protocol) if out is not None and not force else {}
+    rows = []
+    for seed in seeds:
+        key = f"{method.name}/seed{seed}"
+        if key in done and done[key].get("lr") == choice["lr"]:
+            rows.append(done[key])
+            continue
+        model, history = train_run(method, corpus, choice["lr"], seed, protocol.max_epochs, protocol, root,
+                                   force, quiet)
+        rows.append(seed_row(method, model, history, corpus, choice, seed, protocol))
+        if out is not None:
+            write_rows(out, target, doc or {}, rows[-1:], protocol)
+    return rows
+
+
+# --------------------------------------------------------------------------- the results file
+def done_rows(out, target: str, doc: dict, protocol: Protocol) -> dict:
+    """The rows already in the results file ``out`` made under this protocol and ``doc``'s header."""
+    disk = read_results(out, target)
+    if disk is None or disk.get("protocol") != protocol.record() or any(disk.get(k) != v for k, v in doc.items()):
+        return {}
+    return {r["run"]: r for r in disk.get("runs", []) if isinstance(r, dict) and "run" in r}
+
+
+def with_summaries(doc: dict) -> dict:
+    """The grid and the summary of every method, rebuilt from its seed rows (whichever process wrote them)."""
+    by_method: dict[str, list] = {}
+    for r in doc["runs"]:
+        by_method.setdefault(r["method"], []).append(r)
+    grids = {m: {"lr_grid": rows[0]["lr_grid"], "chosen_lr": rows[0]["lr"]} for m, rows in by_method.items()}
+    return {**{k: v for k, v in doc.items() if k != "runs"}, "grid": grids,
+            "summary": {m: summary(rows) for m, rows in by_method.items()}, "runs": doc["runs"]}
+
+
+def write_rows(out, target: str, doc: dict, rows: list[dict], protocol: Protocol, started: float | None = None):
+    """Merge seed rows into ``out`` under its lock, the protocol's settings written in the file's header
+    and the grid and summaries recomputed from every row there (:func:`with_summaries`)."""
+    header = {**doc, "protocol": protocol.record()}
+    return merge_results(out, target, header, {r["run"]: r for r in rows},
+                         time.monotonic() if started is None else started, same=("protocol", *doc), key="run",
+                         then=with_summaries, field="runs")
+
+
+# --------------------------------------------------------------------------- what the seeds show
+def mean_std(values) -> dict:
+    """Mean, sample standard deviation (ddof 1; None for one value) and the values themselves."""
+    v = np.asarray([float(x) for x in values], dtype=np.float64)
+    if v.size == 0:
+        return {"mean": None, "std": None, "n": 0, "values": []}
+    std = float(np.std(v, ddof=1)) if v.size > 1 else None
+    return {"mean": float(np.mean(v)), "std": std, "n": int(v.size), "values": v.tolist()}
+
+
+def summary(rows: list[dict]) -> dict:
+    """Validation and test perplexity over the seeds: mean ± std and each seed's value; how many runs
+    stopped early and how many reached the epoch cap."""
+    rows = sorted(rows, key=lambda r: r["seed"])
+    return {"seeds": [r["seed"] for r in rows], "lr": rows[0]["lr"] if rows else None,
+            "valid_ppl": mean_std(r["valid_ppl"] for r in rows), "test_ppl": mean_std(r["test_ppl"] for r in rows),
+            "epochs": [r["epochs"] for r in rows], "stopped_early": sum(bool(r["stopped_early"]) for r in rows),
+            "reached_max_epochs": sum(bool(r["reached_max_epochs"]) for r in rows)}
+
+
+def time_to_quality(history, reference_best: float, within=WITHIN, clock=("seconds", "cpu_seconds")) -> list[dict]:
+    """When a run's validation perplexity first came within each fraction of ``within`` of
+    ``reference_best`` (the full softmax's best): the epoch, and the wall and CPU seconds summed over the
+    epochs up to it (``clock``: the keys of the epoch rows holding them; no CPU key: None); or epoch
+    "never" with the best the run reached. ``history``: a trainer's history dict or its epoch rows."""
+    epochs = history["epochs"] if isinstance(history, dict) else history
+    wall_key, cpu_key = clock
+    best = min((e["valid_ppl"] for e in epochs if "valid_ppl" in e), default=None)
+    out = []
+    for w in within:
+        target = reference_best * (1 + w)
+        row = {"within": w, "target_ppl": target, "epoch": "never", "wall_seconds": None, "cpu_seconds": None,
+               "best_valid_ppl": best}
+        wall, cpu = 0.0, 0.0
+        for e in epochs:
+            wall += e.get(wall_key, 0.0)
+            cpu = None if cpu is None or cpu_key not in e else cpu + e[cpu_key]
+            if e.get("valid_ppl", math.inf) <= target:
+                row.update(epoch=e["epoch"], wall_seconds=wall, cpu_seconds=cpu)
+                break
+        out.append(row)
+    return out
+
+
+def seeds_time_to_quality(histories: list, reference_best: float, within=WITHIN,
+                          clock=("seconds", "cpu_seconds")) -> list[dict]:
+    """:func:`time_to_quality` over the seeds' histories: for each fraction, how many seeds reached it,
+    and mean ± std of the wall and CPU seconds of those that did (each seed's value kept)."""
+    per_seed = [time_to_quality(h, reference_best, within, clock) for h in histories]
+    out = []
+    for i, w in enumerate(within):
+        hits = [s[i] for s in per_seed if s[i]["epoch"] != "never"]
+        out.append({"within": w, "target_ppl": reference_best * (1 + w), "reached": len(hits), "seeds": len(per_seed),
+                    "wall_seconds": mean_std(h["wall_seconds"] for h in hits),
+                    "cpu_seconds": mean_std(h["cpu_seconds"] for h in hits if h["cpu_seconds"] is not None),
+                    "best_valid_ppl": mean_std(s[i]["best_valid_ppl"] for s in per_seed)})
+    return out

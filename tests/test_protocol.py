@@ -1,0 +1,191 @@
+"""experiments/protocol.py: the learning rate chosen on validation only, seeds summarized as numpy does,
+time to quality on histories with known answers, a killed seed run resumed, rows of two writers kept."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from nplm_edu.data.corpus import Corpus, load_corpus
+from nplm_edu.errors import UserError
+from nplm_edu.experiments.protocol import (Method, Protocol, choose_lr, mean_std, run_seeds, seeds_time_to_quality,
+                                           summary, time_to_quality, write_rows)
+from nplm_edu.models.nplm import NPLM, NPLMConfig
+from nplm_edu.training.backends import SerialBackend
+from nplm_edu.training.trainer import TrainConfig
+
+TINY = Protocol(lrs=(0.03, 0.3, 3.0), grid_epochs=1, patience=1, max_epochs=3, seeds=(0, 1, 2))
+CFG = TrainConfig(batch=64, decay_rate=0.0, weight_decay=0.0)
+
+
+class NoTestCorpus(Corpus):
+    """A corpus whose test split raises when anything reads it."""
+
+    @property
+    def test(self):
+        raise AssertionError("the test split was read")
+
+    def windows(self, split, n):
+        if split == "test":
+            raise AssertionError("the test split was read")
+        return super().windows(split, n)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_corpus("synthetic", synthetic_tokens=2000, seed=3)
+
+
+def nplm_method(V, scored=None, backend=None):
+    """An NPLM (n 3, m 6, h 8) as a method; ``scored`` collects the splits it is scored on."""
+    def build(lr, seed):
+        model = NPLM(NPLMConfig(V=V, n=3, m=6, h=8, direct=False, seed=seed))
+        cfg = TrainConfig(**{**CFG.__dict__, "lr": lr, "seed": seed})
+        return (model, cfg) if backend is None else (model, cfg, backend(model, cfg))
+
+    def score(model, corpus, split):
+        if scored is not None:
+            scored.append(split)
+        return float(model.perplexity(*corpus.windows(split, model.order)))
+    return Method("nplm", build, score)
+
+
+def test_protocol_settings_are_checked():
+    for bad, setting in ((dict(lrs=(0.1, 1.0)), "lrs"), (dict(lrs=(0.1, 0.1, 1.0)), "lrs"),
+                         (dict(lrs=(0.1, -1.0, 1.0)), "lrs"), (dict(seeds=(0, 1)), "seeds"),
+                         (dict(patience=0), "patience"), (dict(grid_epochs=30, max_epochs=30), "grid_epochs")):
+        with pytest.raises(UserError, match=setting) as e:
+            Protocol(**bad).validate()
+        assert e.value.setting == setting
+    Protocol().validate()
+    rec = Protocol().record()
+    assert rec["lrs"] == [0.3, 1.0, 3.0] and rec["seeds"] == [0, 1, 2] and json.loads(json.dumps(rec)) == rec
+
+
+def test_choose_lr_picks_the_lowest_validation_perplexity_and_never_reads_test(corpus, tmp_path):
+    guarded = NoTestCorpus(corpus.name, corpus.vocab, corpus.ids, corpus.bounds)
+    scored = []
+    choice = choose_lr(nplm_method(corpus.V, scored), guarded, TINY, tmp_path)
+    assert scored == []  # the grid is judged on the trainer's validation perplexity alone
+    assert set(choice["grid"]) == set(TINY.lrs)
+    values = {lr: v for lr, v in choice["grid"].items() if v is not None}
+    assert choice["lr"] == min(values, key=values.get)
+    for lr in TINY.lrs:  # each value is the validation perplexity after the grid's budget, from its run folder
+        hist = json.loads((tmp_path / "nplm" / f"lr{lr:g}-seed0" / "history.json").read_text())
+        assert len(hist["epochs"]) == TINY.grid_epochs and hist["epochs"][-1]["valid_ppl"] == choice["grid"][lr]
+    # the first seed's long run goes on from its grid run (the same trajectory), not from scratch
+    grid_run = json.loads((tmp_path / "nplm" / f"lr{choice['lr']:g}-seed0" / "history.json").read_text())["epochs"]
+    (row,) = run_seeds(nplm_method(corpus.V, scored), corpus, TINY, choice, tmp_path, seeds=(0,))
+    assert row["history"][0]["seconds"] == round(grid_run[0]["seconds"], 4) and row["epochs"] > TINY.grid_epochs
+    assert scored == ["valid", "test"]
+
+
+def test_a_diverging_grid_value_is_never_chosen(corpus, tmp_path):
+    protocol = Protocol(lrs=(0.3, 1e4, 1e6), grid_epochs=1, patience=1, max_epochs=3)
+    choice = choose_lr(nplm_method(corpus.V), corpus, protocol, tmp_path)
+    assert choice["lr"] == 0.3 and choice["grid"][1e4] is None and choice["grid"][1e6] is None
+    with pytest.raises(UserError, match="every learning rate of the grid"):
+        choose_lr(nplm_method(corpus.V), corpus, Protocol(lrs=(1e5, 1e6, 1e7), grid_epochs=1, max_epochs=3), tmp_path)
+
+
+def test_mean_std_is_numpys():
+    v = [251.3, 260.9, 248.2]
+    s = mean_std(v)
+    assert s["mean"] == pytest.approx(np.mean(v), rel=1e-15) and s["std"] == pytest.approx(np.std(v, ddof=1), rel=1e-15)
+    assert s["values"] == v and s["n"] == 3 and mean_std([5.0])["std"] is None
+    rows = [{"seed": k, "lr": 1.0, "valid_ppl": x, "test_ppl": x + 10, "epochs": 9, "stopped_early": True,
+             "reached_max_epochs": False} for k, x in zip((2, 0, 1), v)]
+    out = summary(rows)
+    assert out["seeds"] == [0, 1, 2] and out["valid_ppl"]["values"] == [260.9, 248.2, 251.3]
+    assert out["test_ppl"]["mean"] == pytest.approx(np.mean(v) + 10) and out["stopped_early"] == 3
+
+
+def H(*rows):
+    """Epoch rows of (valid_ppl, wall seconds, CPU seconds)."""
+    return [{"epoch": i + 1, "valid_ppl": p, "seconds": s, "cpu_seconds": c} for i, (p, s, c) in enumerate(rows)]
+
+
+def test_time_to_quality_on_histories_with_known_answers():
+    # reference best 200: within 5% is <= 210, within 1% is <= 202.
+    # epochs: 300 (10 s, 4 cpu), 215 (10, 4), 209 (12, 5), 201 (8, 3)
+    # 5%: first <= 210 is epoch 3 -> wall 10 + 10 + 12 = 32, cpu 4 + 4 + 5 = 13
+    # 1%: first <= 202 is epoch 4 -> wall 32 + 8 = 40, cpu 13 + 3 = 16
+    h = H((300, 10, 4), (215, 10, 4), (209, 12, 5), (201, 8, 3))
+    five, one = time_to_quality({"epochs": h}, 200.0)
+    assert (five["epoch"], five["wall_seconds"], five["cpu_seconds"]) == (3, 32, 13)
+    assert five["target_ppl"] == pytest.approx(210) and one["target_ppl"] == pytest.approx(202)
+    assert (one["epoch"], one["wall_seconds"], one["cpu_seconds"]) == (4, 40, 16)
+    # never: a run whose best is 206 reaches 5% (210) at epoch 2 (wall 20, cpu 7) but never 1% (202)
+    five, one = time_to_quality(H((250, 10, 3), (206, 10, 4), (207, 10, 4)), 200.0)
+    assert (five["epoch"], five["wall_seconds"], five["cpu_seconds"]) == (2, 20, 7)
+    assert one["epoch"] == "never" and one["wall_seconds"] is None and one["best_valid_ppl"] == 206
+    # a run that starts below the reference reaches both at its first epoch; no CPU column: None
+    first = time_to_quality([{"epoch": 1, "valid_ppl": 199.0, "seconds": 5.0}], 200.0)
+    assert [(r["epoch"], r["wall_seconds"], r["cpu_seconds"]) for r in first] == [(1, 5.0, None)] * 2
+
+
+def test_time_to_quality_over_seeds():
+    # 5% (<= 210): the seeds take 32, 20 and 30 wall seconds -> mean 27.33, std (ddof 1) of [32, 20, 30]
+    # 1% (<= 202): only the first seed reaches it (40 s): 1 of 3, the best of the others kept
+    seeds = [H((300, 10, 4), (215, 10, 4), (209, 12, 5), (201, 8, 3)), H((250, 10, 3), (206, 10, 4)),
+             H((230, 15, 6), (205, 15, 6))]
+    five, one = seeds_time_to_quality(seeds, 200.0)
+    assert five["reached"] == 3 and five["wall_seconds"]["mean"] == pytest.approx(np.mean([32, 20, 30]))
+    assert five["wall_seconds"]["std"] == pytest.approx(np.std([32, 20, 30], ddof=1))
+    assert five["cpu_seconds"]["values"] == [13, 7, 12]
+    assert one["reached"] == 1 and one["wall_seconds"]["values"] == [40] and one["best_valid_ppl"]["values"] == [
+        201, 206, 205]
+
+
+class Killed(Exception):
+    pass
+
+
+def killed_after(updates):
+    """A serial backend whose process 'dies' after ``updates`` updates (a checkpoint is left at the last
+    epoch's end)."""
+    class Dying(SerialBackend):
+        calls = 0
+
+        def update(self, *args):
+            Dying.calls += 1
+            if Dying.calls > updates:
+                raise Killed()
+            return super().update(*args)
+    return Dying
+
+
+def test_a_killed_seed_run_resumes_and_two_writers_keep_their_rows(corpus, tmp_path):
+    out, root = tmp_path / "r.json", tmp_path / "runs"
+    protocol = Protocol(lrs=(0.1, 0.3, 1.0), grid_epochs=1, patience=5, max_epochs=3, seeds=(0, 1, 2))
+    choice = {"lr": 0.3, "grid": {0.1: 9.0, 0.3: 8.0, 1.0: 10.0}}
+    head = {"corpus": corpus.name, "V": corpus.V}
+    per_epoch = -(-len(corpus.windows("train", 3)[1]) // CFG.batch)
+    with pytest.raises(Killed):  # seed 1 killed in its third epoch
+        run_seeds(nplm_method(corpus.V, backend=killed_after(2 * per_epoch + 1)), corpus, protocol, choice, root,
+                  out=out, target="output-layers", doc=head, seeds=(1,))
+    before = json.loads((root / "nplm" / "lr0.3-seed1" / "history.json").read_text())["epochs"]
+    assert len(before) == 2 and not out.exists()
+    scored = []
+    rows = run_seeds(nplm_method(corpus.V, scored), corpus, protocol, choice, root, out=out, target="output-layers",
+                     doc=head, seeds=(1,))
+    after = rows[0]["history"]
+    assert len(after) == 3 and [e["seconds"] for e in after[:2]] == [round(e["seconds"], 4) for e in before]
+    assert scored == ["valid", "test"]  # test scored once, for the chosen setting
+    assert rows[0]["reached_max_epochs"] and not rows[0]["stopped_early"]
+    # another process's seeds merged into the same file: every row kept, the summary over all three
+    others = run_seeds(nplm_method(corpus.V), corpus, protocol, choice, root, out=out, target="output-layers",
+                       doc=head, seeds=(0, 2))
+    doc = json.loads(out.read_text())
+    assert sorted(r["run"] for r in doc["runs"]) == ["nplm/seed0", "nplm/seed1", "nplm/seed2"]
+    assert doc["protocol"] == protocol.record() and doc["grid"]["nplm"]["chosen_lr"] == 0.3
+    tests = [r["test_ppl"] for r in sorted(rows + others, key=lambda r: r["seed"])]
+    assert doc["summary"]["nplm"]["test_ppl"]["mean"] == pytest.approx(np.mean(tests))
+    assert all(math.isfinite(t) for t in tests) and "commit" in doc  # the provenance of the results writer
+    scored.clear()  # a seed already in the file is neither trained nor scored again
+    again = run_seeds(nplm_method(corpus.V, scored), corpus, protocol, choice, root, out=out, target="output-layers",
+                      doc=head, seeds=(1,))
+    assert scored == [] and again[0]["test_ppl"] == rows[0]["test_ppl"]
+    write_rows(out, "output-layers", head, [], protocol)
+    assert len(json.loads(out.read_text())["runs"]) == 3
