@@ -79,6 +79,9 @@ def test_choose_lr_picks_the_lowest_validation_perplexity_and_never_reads_test(c
     (row,) = run_seeds(nplm_method(corpus.V, scored), corpus, TINY, choice, tmp_path, seeds=(0,))
     assert row["history"][0]["seconds"] == round(grid_run[0]["seconds"], 4) and row["epochs"] > TINY.grid_epochs
     assert scored == ["valid", "test"]
+    assert all(e["cpu_seconds"] > 0 for e in row["history"]) and row["cpu_seconds_training"] > 0
+    again = choose_lr(nplm_method(corpus.V, scored), guarded, TINY, tmp_path)  # the same, read from the run folders
+    assert again == choice and scored == ["valid", "test"]
 
 
 def test_a_diverging_grid_value_is_never_chosen(corpus, tmp_path):

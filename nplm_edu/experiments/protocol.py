@@ -161,7 +161,7 @@ def choose_lr(method: Method, corpus, protocol: Protocol = PROTOCOL, root=None, 
         try:
             _, history = train_run(method, corpus, lr, protocol.seeds[0], protocol.grid_epochs, protocol, root,
                                    force, quiet)
-            grid[lr] = history["epochs"][-1]["valid_ppl"]
+            grid[lr] = history["epochs"][:protocol.grid_epochs][-1]["valid_ppl"]  # also once seed 0 went on
         except TrainingDiverged as e:
             if not quiet:
                 print(f"{method.name}: lr {lr:g} diverged ({e})", flush=True)
