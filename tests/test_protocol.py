@@ -192,3 +192,42 @@ def test_a_killed_seed_run_resumes_and_two_writers_keep_their_rows(corpus, tmp_p
     assert scored == [] and again[0]["test_ppl"] == rows[0]["test_ppl"]
     write_rows(out, "output-layers", head, [], protocol)
     assert len(json.loads(out.read_text())["runs"]) == 3
+
+
+def test_the_same_functions_run_a_recurrent_method_and_a_sampled_output_layer(corpus, tmp_path):
+    """A method is any (model, config[, backend]) builder: an LSTM read as streams, scored over the
+    stream, and an MLP with an NCE output layer timed as the output-layer table times it (updates only)."""
+    from nplm_edu.analysis.recurrent import ppl
+    from nplm_edu.experiments.output_methods import TimedBackend
+    from nplm_edu.models.rnn import RecurrentConfig
+    from nplm_edu.models.sampled_softmax import NCESoftmax
+    from nplm_edu.models.sparse_output import train_counts
+    from nplm_edu.numerics.recurrent import recurrent_model
+    from nplm_edu.numerics.sparse import SparseNPLM
+    from nplm_edu.training.stream import StreamBackend, StreamConfig, split_log_probs
+
+    def lstm(lr, seed):
+        model = recurrent_model(RecurrentConfig(V=corpus.V, cell="lstm", m=6, h=8, seed=seed))
+        cfg = TrainConfig(batch=4, lr=lr, decay_rate=0.0, weight_decay=0.0, seed=seed)
+        return model, cfg, StreamBackend(model, cfg, StreamConfig(T=12, clip=1.0))
+
+    def nce(lr, seed):
+        out = NCESoftmax(corpus.V, 8, train_counts(corpus.train, corpus.V), 5, seed=seed)
+        model = SparseNPLM(NPLMConfig(V=corpus.V, n=3, m=6, h=8, direct=False, seed=seed), out)
+        cfg = TrainConfig(**{**CFG.__dict__, "lr": lr, "seed": seed})
+        return model, cfg, TimedBackend(model, cfg)
+
+    protocol = Protocol(lrs=(0.1, 0.5, 1.0), grid_epochs=1, patience=1, max_epochs=2)
+    methods = (Method("lstm", lstm, lambda m, c, s: ppl(split_log_probs(m, c, s))), Method("nce", nce))
+    for method in methods:
+        choice = choose_lr(method, corpus, protocol, tmp_path)
+        rows = run_seeds(method, corpus, protocol, choice, tmp_path, out=tmp_path / "r.json", target="recurrent",
+                         doc={"corpus": corpus.name})
+        assert [r["seed"] for r in rows] == [0, 1, 2] and all(1 < r["test_ppl"] < corpus.V for r in rows)
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert set(doc["summary"]) == {"lstm", "nce"} and len(doc["runs"]) == 6
+    nce_rows = [r for r in doc["runs"] if r["method"] == "nce"]
+    reach = seeds_time_to_quality([r["history"] for r in nce_rows], 1e6, clock=("train_seconds", "train_cpu_seconds"))
+    assert all(q["reached"] == 3 for q in reach)  # every run is within 5% of a reference of 1e6 at its first epoch
+    first = [r["history"][0]["train_seconds"] for r in nce_rows]
+    assert reach[0]["wall_seconds"]["values"] == first
