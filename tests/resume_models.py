@@ -14,7 +14,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nplm_edu.data.corpus import load_corpus  # noqa: E402
+from nplm_edu.models.adaptive_softmax import AdaptiveSoftmax  # noqa: E402
 from nplm_edu.models.class_softmax import ClassSoftmax, frequency_classes  # noqa: E402
+from nplm_edu.models.differentiated_softmax import DifferentiatedSoftmax  # noqa: E402
 from nplm_edu.models.energy import EnergyConfig, EnergyNPLM  # noqa: E402
 from nplm_edu.models.nplm import NPLMConfig  # noqa: E402
 from nplm_edu.models.rnn import RecurrentConfig  # noqa: E402
@@ -30,8 +32,8 @@ from nplm_edu.training.stream import StreamBackend, StreamConfig  # noqa: E402
 from nplm_edu.training.trainer import TrainConfig, train  # noqa: E402
 
 SGD = TrainConfig(epochs=3, batch=32, lr=0.3, decay_rate=1e-3, weight_decay=1e-3, seed=2, patience=5)
-MODELS = ("nplm-sgd", "nplm-adam-dropout", "class", "tree", "is", "is-adaptive", "is-target", "nce", "energy",
-          "rnn", "lstm")
+MODELS = ("nplm-sgd", "nplm-adam-dropout", "class", "tree", "is", "is-adaptive", "is-target", "nce", "adaptive",
+          "differentiated", "energy", "rnn", "lstm", "gru")
 
 
 def corpus():
@@ -47,7 +49,9 @@ def build(name: str, c):
               "is": lambda: ImportanceSampling(c.V, 8, counts, 5, seed=1),
               "is-adaptive": lambda: AdaptiveImportanceSampling(c.V, 8, counts, 5, seed=1),
               "is-target": lambda: ImportanceSamplingWithTarget(c.V, 8, counts, 5, seed=1),
-              "nce": lambda: NCESoftmax(c.V, 8, counts, 5, seed=1)}
+              "nce": lambda: NCESoftmax(c.V, 8, counts, 5, seed=1),
+              "adaptive": lambda: AdaptiveSoftmax(c.V, 8, (4, 12), counts),
+              "differentiated": lambda: DifferentiatedSoftmax(c.V, 8, (4, 12), (4, 3, 1), counts)}
     if name == "nplm-sgd":
         return FusedNPLM(replace(net, direct=True)), SGD, None
     if name == "nplm-adam-dropout":

@@ -11,7 +11,7 @@ from nplm_edu.models.gradcheck import relative_error
 from nplm_edu.models.gru import GRU
 from nplm_edu.models.rnn import ElmanRNN, RecurrentConfig
 from nplm_edu.numerics.recurrent import recurrent_model
-from nplm_edu.training.stream import StreamBackend, StreamConfig, split_log_probs
+from nplm_edu.training.stream import StreamBackend, StreamConfig, recurrent_from_checkpoint, split_log_probs
 from nplm_edu.training.guards import perplexity_of
 from nplm_edu.training.trainer import TrainConfig, train
 
@@ -109,13 +109,16 @@ def test_the_factory_builds_a_gru_and_bad_states_are_one_line():
         RecurrentConfig(V=V, cell="gated").validate()
 
 
-def test_stream_trainer_trains_a_gru():
+def test_stream_trainer_trains_a_gru(tmp_path):
     corpus = load_corpus("synthetic", synthetic_tokens=12_000, seed=3)
     cfg = TrainConfig(epochs=3, batch=4, lr=1.0, decay_rate=0.0, lr_decay=0.8, weight_decay=1e-5,
                       dropout_x=0.1, dropout_a=0.2, seed=2, patience=3)
     model = GRU(RecurrentConfig(V=corpus.V, cell="gru", m=8, h=12, seed=1))
-    hist = train(model, corpus, cfg, quiet=True, backend=StreamBackend(model, cfg, StreamConfig(T=9, clip=0.5)))
+    hist = train(model, corpus, cfg, out_dir=tmp_path, quiet=True,
+                 backend=StreamBackend(model, cfg, StreamConfig(T=9, clip=0.5)))
     e = hist["epochs"]
     assert e[-1]["train_ppl"] < e[0]["train_ppl"] and e[-1]["valid_ppl"] < e[0]["valid_ppl"]
     assert e[-1]["valid_ppl"] < 0.5 * corpus.V  # far below the uniform model's |V|
     assert hist["best_valid_ppl"] == pytest.approx(perplexity_of(split_log_probs(model, corpus, "valid")))
+    back = recurrent_from_checkpoint(tmp_path / "checkpoint.npz")  # read back as a GRU, its best parameters
+    assert isinstance(back, GRU) and all(np.array_equal(back.params[k], model.params[k]) for k in model.params)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
+from ..models.rnn import ALL_CELLS
 
 
 def reshape(p: np.ndarray, temperature: float, ban=()) -> np.ndarray:
@@ -127,7 +128,7 @@ def trained_on(meta: dict, corpus) -> bool:
 
     if meta["model"].get("V") != corpus.V:
         return False
-    if meta["kind"] in ("rnn", "lstm"):  # trained on the stream: every token of training, then of validation
+    if meta["kind"] in ALL_CELLS:  # trained on the stream: every token of training, then of validation
         valid = split_stream(corpus, "valid")[1] if len(corpus.valid) else None
         return meta.get("data") in data_fingerprints(corpus.V, corpus.train, valid, words=corpus.vocab.words)
     n = meta["model"].get("n", 0)

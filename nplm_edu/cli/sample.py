@@ -23,6 +23,7 @@ import numpy as np
 
 from ..analysis.sampling import check_trained_on, sample
 from ..data.vocab import PARAGRAPH, UNK
+from ..models.rnn import ALL_CELLS
 from ..errors import UserError
 from .corpus import add_corpus_args, corpus_from_args
 
@@ -98,7 +99,7 @@ def load_model(spec: str, corpus, latest: bool = False, quiet: bool = False):
     check_trained_on(path, meta, corpus)
     if meta["kind"] == "nplm":
         return model_from_checkpoint(path, best=not latest)
-    if meta["kind"] in ("rnn", "lstm"):
+    if meta["kind"] in ALL_CELLS:
         return recurrent_from_checkpoint(path, best=not latest)
     model = _output_layer_network(path, meta, corpus)
     set_params(model, best if best is not None and not latest else params)

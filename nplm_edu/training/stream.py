@@ -28,7 +28,7 @@ import numpy as np
 
 from ..data.vocab import PARAGRAPH
 from ..errors import UserError, a_model
-from ..models.rnn import RecurrentConfig
+from ..models.rnn import ALL_CELLS, RecurrentConfig
 from ..numerics.recurrent import recurrent_model
 from ..numerics.threads import set_threads
 from .backends import Backend
@@ -211,8 +211,8 @@ def recurrent_from_checkpoint(path, best: bool = True):
     """The fast recurrent model of a checkpoint, with its best parameters (lowest validation
     perplexity) when stored and ``best``, else the latest; one clear error for another kind of model."""
     meta, params, best_params, _ = load_checkpoint(path)
-    if meta["kind"] not in ("rnn", "lstm"):
-        raise UserError(f"{path} holds {a_model(meta['kind'])} model, not a recurrent one (RNN or LSTM)")
+    if meta["kind"] not in ALL_CELLS:
+        raise UserError(f"{path} holds {a_model(meta['kind'])} model, not a recurrent one (RNN, LSTM or GRU)")
     model = build_from_meta(path, lambda config: recurrent_model(RecurrentConfig(**config)), meta["model"])
     set_params(model, best_params if best and best_params is not None else params)
     return model
