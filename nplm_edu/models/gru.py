@@ -39,8 +39,11 @@ class GRU(RecurrentLM):
     n_state = 1  # (h,)
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
-        X, (h0,), resets, x = self._read(X, state, mask_x, resets)  # x_t = C(w_t) (T, B, m), dropout applied
+        X, (h0,), resets = self._read(X, state, resets)
         P, (B, T), h = self.params, X.shape, self.config.h
+        x = P["C"][X.T]  # (T, B, m) x_t = C(w_t)
+        if mask_x is not None:
+            x = x * mask_x  # dropout between the look-up table and the GRU
         Wzr, Wn = P["Wh"][:2 * h], P["Wh"][2 * h:]  # (2h, h) U^z, U^r stacked; (h, h) U^n
         hs = np.empty((T + 1, B, h), h0.dtype)  # hs[t + 1] = h_t, hs[0] = the carried state
         hs[0] = h0

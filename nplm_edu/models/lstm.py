@@ -59,8 +59,11 @@ class LSTM(RecurrentLM):
         return d
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
-        X, (h0, s0), resets, x = self._read(X, state, mask_x, resets)  # x (T, B, m), dropout applied
+        X, (h0, s0), resets = self._read(X, state, resets)
         P, (B, T), h = self.params, X.shape, self.config.h
+        x = P["C"][X.T]  # (T, B, m) x_t = C(w_t)
+        if mask_x is not None:
+            x = x * mask_x  # dropout between the look-up table and the LSTM
         hs = np.empty((T + 1, B, h), h0.dtype)  # hs[t + 1] = h_t, hs[0] = the carried h
         ss = np.empty((T + 1, B, h), h0.dtype)  # ss[t + 1] = s_t, ss[0] = the carried cell
         hs[0], ss[0] = h0, s0

@@ -148,16 +148,11 @@ class RecurrentLM:
             raise UserError(f"the carried state must be {self.n_state} array(s) of shape ({B}, {self.config.h})")
         return state
 
-    def _read(self, X, state, mask_x, resets):
-        """What every forward starts with: the checked batch X (B, T), the state it starts from, the
-        resets as booleans (or None) and x_t = C(w_t) for every step (T, B, m), dropout applied."""
+    def _read(self, X, state, resets):
+        """What every forward checks first: the batch X (B, T), the state it starts from and the resets
+        as booleans (or None)."""
         X, _ = check_batch(X, None, self.V)
-        state = self._start(X, state)
-        resets = None if resets is None else np.asarray(resets, bool)
-        x = self.params["C"][X.T]  # (T, B, m) x_t = C(w_t)
-        if mask_x is not None:
-            x = x * mask_x  # dropout between the look-up table and the recurrent layer
-        return X, state, resets, x
+        return X, self._start(X, state), None if resets is None else np.asarray(resets, bool)
 
     # ----------------------------------------------------------------- the subclass's part
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
@@ -227,8 +222,11 @@ class ElmanRNN(RecurrentLM):
     kind = "rnn"
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
-        X, (h0,), resets, x = self._read(X, state, mask_x, resets)  # x (T, B, m)
+        X, (h0,), resets = self._read(X, state, resets)
         P, (B, T), h = self.params, X.shape, self.config.h
+        x = P["C"][X.T]  # (T, B, m) x_t = C(w_t)
+        if mask_x is not None:
+            x = x * mask_x  # dropout between the look-up table and the recurrent layer
         hs = np.empty((T + 1, B, h), h0.dtype)  # hs[t + 1] = h_t; hs[0] = the carried state
         hs[0] = h0
         prev = np.empty((T, B, h), h0.dtype)  # h_{t-1} as step t reads it (after a reset)
