@@ -8,7 +8,6 @@ runs the one trainer (:func:`nplm_edu.training.trainer.train`): same checkpoints
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from ..experiments.common import check_output_path
 from ..experiments.skeleton import check_not_over, read_results, write_whole
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
+from ..numerics.threads import affinity_cores as usable_cores  # --workers: at most 4 per core
 from ..training.checkpoint import check_writable, load_checkpoint
 from ..training.parallel.mpi_job import abort_on_error, world
 from ..training.trainer import TrainConfig, train
@@ -44,14 +44,6 @@ HELP = {"n": "order: n-1 context words", "h": "hidden units, 0 for none", "m": "
         "max_updates": "stop after this many updates (default: no limit)",
         "threads": "threads computing each update, the output layer split among them (default: the usable cores)",
         "frozen": "parameters never updated, comma-separated (e.g. C: fixed word features; serial only; default: none)"}
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (a container or taskset may allow fewer than the machine has)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
 
 
 def _handler(args) -> int:

@@ -31,12 +31,17 @@ _SET = {"threads": None}  # set_threads' value (None: the usable cores)
 _LOCAL = threading.local()  # .worker: this thread runs one block of run_blocks
 
 
+def affinity_cores() -> int:
+    """The cores this process may run on (a container or taskset may allow fewer than the machine has)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - no sched_getaffinity (macOS, Windows)
+        return os.cpu_count() or 1
+
+
 def usable_cores() -> int:
     """The cores this process may run on, fewer if OMP_NUM_THREADS or OPENBLAS_NUM_THREADS says so."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - no sched_getaffinity (macOS, Windows)
-        cores = os.cpu_count() or 1
+    cores = affinity_cores()
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         v = os.environ.get(var, "")
         if v.isdigit() and int(v) > 0:
