@@ -99,6 +99,15 @@ class Corpus:
             raise UserError(f"the training set is shorter than the {n - 1} words of context")
         return windows(self.ids[first:end], n)
 
+    def head(self, sizes: tuple, tag: str) -> "Corpus":
+        """The first ``sizes`` = (train, valid, test) tokens of each split (None: the whole split), the
+        vocabulary unchanged; named ``<name>[<tag>]``. Itself when no split is shortened."""
+        parts = [self.split(s)[:k] for s, k in zip(("train", "valid", "test"), sizes)]
+        if all(len(p) == len(self.split(s)) for p, s in zip(parts, ("train", "valid", "test"))):
+            return self
+        a, b = len(parts[0]), len(parts[0]) + len(parts[1])
+        return Corpus(name=f"{self.name}[{tag}]", vocab=self.vocab, ids=np.concatenate(parts), bounds=(a, b))
+
     def info(self) -> dict:
         """Token counts per split, |V| and the unknown-word rate per split."""
         out = {"corpus": self.name, "V": self.V, "tokens": int(len(self.ids))}

@@ -108,7 +108,22 @@ def _check_list(values, setting: str, what: str, ok, rule: str) -> None:
         raise UserError(f"{setting} ({what}) must be {rule}, got {values}", setting=setting)
 
 
-PROTOCOL = Protocol()
+PROTOCOL = Protocol(max_epochs=40)
+# The recurrent table's grid (the NPLM control, the Elman network, the LSTM, the GRU alike): their loss
+# is the mean per token with the gradient norm clipped, where rates of 5 to 20 are usual, so the grid
+# spans 1 to 30 in steps of about 3; a value that diverges is never chosen.
+RECURRENT_PROTOCOL = replace(PROTOCOL, lrs=(1.0, 3.0, 10.0, 30.0))
+
+# The comparisons of chapters 10 and 11 train on the first 200,000 tokens of the paper's training split,
+# stop early on the first 50,000 of its validation split, and score the whole test split once, with the
+# paper's vocabulary (|V| = 17,907 on Brown). Every row is shrunk the same way so that every method gets
+# its grid, three seeds and early stopping within the compute of two cores (see the plan above).
+COMPARISON_SLICE = (200_000, 50_000, None)
+
+
+def comparison_corpus(corpus, sizes=COMPARISON_SLICE):
+    """The corpus the comparisons train, validate and test on: the first ``sizes`` tokens of each split."""
+    return corpus.head(sizes, "comparison")
 
 
 def window_ppl(model, corpus, split: str) -> float:
