@@ -30,7 +30,7 @@ from pathlib import Path
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import scaling, scaling_line, targets_met, threads_from_argv, use_threads  # noqa: E402
+from threads_common import OthersMeter, scaling, scaling_line, targets_met, threads_from_argv, use_threads  # noqa: E402
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -161,6 +161,7 @@ def main() -> None:
     from nplm_edu.experiments.common import machine
 
     load_before = list(os.getloadavg())
+    others = OthersMeter()
     print(f"{machine()}; threads {THREADS}; numpy {np.__version__}; torch: {torch_version or 'not installed (skipped)'}; "
           f"load average {load_before[0]:.2f}")
     peak = {}
@@ -194,16 +195,14 @@ def main() -> None:
             scale.append({"h": h, **scaling(by_t[1], by_t[2], "tokens_per_s", torch_version)})
             print(scaling_line(f"LSTM h {h}", scale[-1]))
     load_after = list(os.getloadavg())
-    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} on {os.cpu_count()} cores"
-          + (": other jobs shared the machine, the numbers are low" if max(load_before[0], load_after[0]) > 0.5
-             else ""))
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {others.line()}", flush=True)
     if args.json:
         from nplm_edu.experiments.common import command_line, write_results
 
         met = {"ours_over_torch_at_least_1.0": (all(r["ours_over_torch"] >= 1.0 for r in rows) if torch_version
                                                 else None), **targets_met(scale, torch_version)}
         write_results(Path(args.json), {
-            "threads": THREADS, "torch": torch_version, "load_average_before": load_before,
+            "threads": THREADS, "torch": torch_version, "load_average_before": load_before, "others_cpu_share": round(others.share(), 3),
             "load_average_after": load_after, "matmul_peak_gflops": {str(t): round(peak[t], 2) for t in THREADS},
             "flops_per_token": "6 |V| h + 6 (4h)(m + h)", "rows": rows, "scaling": scale, "targets_met": met},
             started, command=command_line())

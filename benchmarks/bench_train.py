@@ -33,7 +33,7 @@ from pathlib import Path
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import scaling, scaling_line, targets_met, threads_from_argv, use_threads  # noqa: E402
+from threads_common import OthersMeter, scaling, scaling_line, targets_met, threads_from_argv, use_threads  # noqa: E402
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -244,6 +244,7 @@ def main() -> None:
           f"{'yes' if blas._GEMM else 'no (numpy fallback)'}; torch: "
           f"{torch.__version__ if have_torch else 'not installed (skipped)'}")
     load_before = list(os.getloadavg())
+    others = OthersMeter()
     peak = {}
     for T in THREADS:
         use_threads(T, have_torch)
@@ -271,15 +272,13 @@ def main() -> None:
     at128 = [r for r in rows if r["batch"] == 128]
     met = {"ours_over_torch_at_least_1.25": (all(r["ours_over_torch"] >= 1.25 for r in at128) if have_torch else None),
            **targets_met(scale, have_torch)}
-    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} on {os.cpu_count()} cores"
-          + (": other jobs shared the machine, the numbers are low" if max(load_before[0], load_after[0]) > 0.5
-             else ""))
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {others.line()}", flush=True)
     if args.json:
         from nplm_edu.experiments.common import command_line, write_results
 
         write_results(Path(args.json), {
             "threads": THREADS, "compared_with": args.compare_with, "torch": torch.__version__ if have_torch else None,
-            "load_average_before": load_before, "load_average_after": load_after,
+            "load_average_before": load_before, "others_cpu_share": round(others.share(), 3), "load_average_after": load_after,
             "matmul_peak_gflops": {str(T): round(peak[T], 2) for T in THREADS},
             "flops_per_example": "6 |V| D + 6 h (n-1) m, D = h + (n-1) m with direct connections, h without",
             "rows": rows, "scaling": scale, "targets_met": met}, STARTED, command_line())

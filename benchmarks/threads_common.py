@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 
 def threads_from_argv() -> list[int]:
@@ -55,3 +56,31 @@ def targets_met(scale: list[dict], have_torch) -> dict:
     return {"scaling_at_least_1.7": all(s["ours_2_over_1_at_least_1.7"] for s in scale) if scale else None,
             "lead_kept_at_least_0.85": (all(s["lead_kept_at_least_0.85"] for s in scale) if scale and have_torch
                                         else None)}
+
+
+class OthersMeter:
+    """How much of the cores other processes used while we measured: the machine's busy CPU time
+    (/proc/stat) minus this process's own, over the wall time times the cores. The load average
+    cannot tell, since it counts our own threads."""
+
+    def __init__(self):
+        self.start = self._read()
+
+    @staticmethod
+    def _read():
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        tick = os.sysconf("SC_CLK_TCK")
+        return (sum(fields[:8]) - idle) / tick, time.process_time(), time.monotonic()
+
+    def share(self) -> float:
+        """The others' share of all the cores since the start (0 on a quiet machine)."""
+        busy0, own0, wall0 = self.start
+        busy1, own1, wall1 = self._read()
+        return max(0.0, ((busy1 - busy0) - (own1 - own0)) / ((wall1 - wall0) * os.cpu_count()))
+
+    def line(self) -> str:
+        s = self.share()
+        return (f"other processes used {s:.0%} of the {os.cpu_count()} cores during the measurements"
+                + (": the numbers are low" if s > 0.05 else ""))

@@ -158,3 +158,13 @@ def test_a_split_step_runs_blas_on_one_thread_throughout(monkeypatch):
     model.sgd_update(np.array([[1, 2], [3, 4]]), np.array([5, 6]), 0.1, 0.0)
     model.log_prob(np.array([[1, 2]]), np.array([5]))
     assert seen == [1, 1] and blas.blas_info()["threads"] == 2
+
+
+def test_processes_sharing_the_cores_take_a_share_each(monkeypatch):
+    # 2 usable cores: 1 process takes both, 2 take one each, 3 or more still one each (never 0)
+    from nplm_edu.numerics import threads as th
+
+    monkeypatch.setattr(th, "usable_cores", lambda: 2)
+    assert [th.threads_per_process(P) for P in (1, 2, 3, 8)] == [2, 1, 1, 1]
+    monkeypatch.setattr(th, "usable_cores", lambda: 8)
+    assert [th.threads_per_process(P) for P in (1, 2, 3, 4)] == [8, 4, 2, 2]

@@ -64,6 +64,12 @@ def set_threads(T: int | None) -> None:
     set_blas_threads(threads())
 
 
+def threads_per_process(P: int) -> int:
+    """The threads each of P processes sharing this machine's usable cores should take (at least 1):
+    hogwild's workers and the ranks of one node, so that P processes do not run P times the cores."""
+    return max(1, usable_cores() // max(1, P))
+
+
 def block_range(V: int, M: int, i: int) -> tuple[int, int]:
     """Output units [start, stop) of block i of M (section 3.2): start = i*ceil(|V|/M),
     length min(ceil(|V|/M), |V| - start).

@@ -28,6 +28,7 @@ from functools import partial
 import numpy as np
 
 from ...errors import UserError
+from ...numerics.threads import set_threads, threads_per_process
 from ..checkpoint import TrainingDiverged, set_params
 from ..guards import RunFailed, exploded, sigterm_as_ctrl_c
 from ..optim import learning_rate
@@ -89,6 +90,7 @@ def _worker(trainer: OutputBlockSGD, rate, contexts, targets, idx, w: int, P: in
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's SIGTERM-as-Ctrl-C is its own; this one ends here
     _die_with_parent(parent)
+    set_threads(threads_per_process(P))  # P workers share the cores: not P times their threads
     try:
         total = 0.0
         for j, batch in enumerate(epoch_batches(idx, trainer.K)):

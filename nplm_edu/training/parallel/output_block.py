@@ -42,7 +42,7 @@ from ...errors import UserError
 from ...numerics.blas import gemm_update, segment_sum
 from ...numerics.fused import features, features_backward
 from ...numerics.head import softmax_nll
-from ...numerics.threads import block_range
+from ...numerics.threads import block_range, set_threads, threads_per_process
 from ...progress import progress_bar
 from ..checkpoint import set_params
 from ..optim import learning_rate
@@ -287,6 +287,8 @@ class OutputBlockBackend(Backend):
             raise UserError("output-block training is the paper's SGD only (no Adam, dropout or tied U)")
         super().__init__(model)
         self.config, self.comm = config, comm
+        if comm is not None:  # the ranks of one node share its cores
+            set_threads(config.threads or threads_per_process(node_ranks(comm)))
         self._build(model.params)
         self.writer = self.sgd.rank == 0
         self._calls = 0
@@ -330,3 +332,10 @@ class OutputBlockBackend(Backend):
         spent = {k: now[k] - self._timers.get(k, 0.0) for k in now}
         self._timers = now
         return {"comm_seconds": spent["comm"], "compute_seconds": spent["total"] - spent["comm"]}
+
+
+def node_ranks(comm) -> int:
+    """How many ranks of ``comm`` run on this node (they share its cores)."""
+    from mpi4py import MPI
+
+    return comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
