@@ -191,3 +191,10 @@ def test_backward_equals_automatic_differentiation(tie):
     assert set(grads) == set(model.params) - ({"U"} if tie else set())
     for k in grads:
         np.testing.assert_allclose(grads[k], P[k].grad, rtol=1e-9, atol=1e-13, err_msg=k)
+
+
+def test_float32_stays_float32():
+    model = tiny(False, dtype="float32")
+    loss, grads = model.loss_and_grads(*windows())
+    assert all(g.dtype == np.float32 for g in grads.values()), {k: g.dtype for k, g in grads.items()}
+    assert model.forward(windows()[0])["inputs"]["U"].dtype == np.float32

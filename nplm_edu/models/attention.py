@@ -11,10 +11,12 @@ m features each, (K, T, m), rows as everywhere in this package (the paper's ``H 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 LN_EPS = 1e-5  # added to the variance in layer normalization, so a constant row does not divide by 0
-GELU_C = np.sqrt(2 / np.pi)  # the constant of GELU's tanh form
+GELU_C = math.sqrt(2 / math.pi)  # the constant of GELU's tanh form (a Python float: float32 stays float32)
 
 
 # ----------------------------------------------------------------- layer normalization
@@ -94,7 +96,7 @@ def self_attention(u, Wq, Wk, Wv, Wo, heads):
     q = split_heads(u @ Wq.T, heads)  # (K, heads, T, dh) queries
     k = split_heads(u @ Wk.T, heads)  # (K, heads, T, dh) keys
     v = split_heads(u @ Wv.T, heads)  # (K, heads, T, dh) values
-    S = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh)  # (K, heads, T, T) scaled scores
+    S = q @ k.transpose(0, 1, 3, 2) / math.sqrt(dh)  # (K, heads, T, T) scaled scores
     S = np.where(causal_mask(T), -np.inf, S)  # (K, heads, T, T) the future is masked out
     S = S - S.max(axis=-1, keepdims=True)  # subtract each row's max (the diagonal is never masked)
     e = np.exp(S)  # (K, heads, T, T) exactly 0 where masked
@@ -120,8 +122,8 @@ def self_attention_backward(gout, cache, Wq, Wk, Wv, Wo):
     # backward through the causal mask: a masked score was the constant -inf, so it gets no
     # gradient; A is exactly 0 there, which already made gS 0
     # backward through S = q k^T / sqrt(dh)
-    gq = gS @ k / np.sqrt(dh)  # (K, heads, T, dh)
-    gk = gS.transpose(0, 1, 3, 2) @ q / np.sqrt(dh)  # (K, heads, T, dh)
+    gq = gS @ k / math.sqrt(dh)  # (K, heads, T, dh)
+    gk = gS.transpose(0, 1, 3, 2) @ q / math.sqrt(dh)  # (K, heads, T, dh)
     # backward through q, k, v = u Wq^T, u Wk^T, u Wv^T: u fed all three
     gu = np.zeros_like(u)  # (K, T, m)
     grads = {"Wo": gWo}

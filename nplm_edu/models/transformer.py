@@ -143,7 +143,12 @@ class Transformer:
     """A decoder-only Transformer language model (Vaswani et al. 2017; see the module docstring).
 
     ``params`` holds C (|V|, m), P (n_ctx, m), every block's parameters ("0.Wq", ...), the final
-    layer norm's gf and betaf, and the output layer's U (|V|, m) and b (|V|,); tied, U is C."""
+    layer norm's gf and betaf, and the output layer's U (|V|, m) and b (|V|,); tied, U is C.
+
+    Read as a window model (``order`` = n_ctx + 1, like an n-gram model's), :meth:`next_log_prob` and
+    :meth:`perplexity` score each word from the n_ctx words before it, read at the window's last position."""
+
+    kind = "transformer"
 
     def __init__(self, config: TransformerConfig, rng: np.random.Generator | None = None):
         config.validate()
@@ -161,6 +166,7 @@ class Transformer:
         self.output = FullSoftmax(V, {"U": m})
         self.params.update(self.output.init_params(rng, dt))
         self.tied = config.tie
+        self.order = config.n_ctx + 1  # a window model of order n_ctx + 1: n_ctx words of context
         if self.tied:
             self.params["U"] = self.params["C"]  # one array: y = b + C a
         weights = ("Wq", "Wk", "Wv", "Wo", "W1", "W2")
@@ -239,3 +245,25 @@ class Transformer:
         X, Y = self.check_windows(X, Y)
         lp = self.output.log_prob(self.params, self.forward(X)["inputs"], Y.ravel())  # (K T,)
         return lp.reshape(X.shape)
+
+    # ----------------------------------------------------------------- a window model
+    def next_log_prob(self, contexts, targets) -> np.ndarray:
+        """log P(targets[k] | contexts[k]) (K,) float64, contexts (K, T) the T <= n_ctx words before
+        each target, read at the window's last position (the others are computed and not scored)."""
+        X, _ = self.check_windows(contexts)
+        K, T = X.shape
+        a = self.forward(X)["inputs"]["U"].reshape(K, T, self.config.m)[:, -1]  # (K, m) the last position
+        return self.output.log_prob(self.params, {"U": a}, np.asarray(targets))
+
+    def perplexity(self, contexts, targets, batch: int = 1024) -> float:
+        """exp of the mean -log P over windows (contexts (N, T), targets (N,)), ``batch`` at a time:
+        with :meth:`~nplm_edu.data.corpus.Corpus.windows` of order n_ctx + 1, every word of a split is
+        predicted from the n_ctx words before it (one window, so n_ctx positions computed, per word)."""
+        contexts = np.asarray(contexts)
+        total = sum(float(self.next_log_prob(contexts[i:i + batch], targets[i:i + batch]).sum())
+                    for i in range(0, len(targets), batch))
+        return float(np.exp(-total / len(targets)))
+
+    def batch_bytes(self, K: int) -> int:
+        """A lower bound on one update's memory for K windows of n_ctx words: their scores (K n_ctx, |V|)."""
+        return K * self.config.n_ctx * self.V * np.dtype(self.config.dtype).itemsize
