@@ -44,6 +44,16 @@ def check_dtype(dtype: str) -> None:
         raise UserError(f"dtype must be {' or '.join(DTYPES)}, got {dtype!r}", setting="dtype")
 
 
+def check_common(config) -> None:
+    """What every model's shape checks first: each field of its declared type (a checkpoint written now
+    must read back: 1e4 is no count of updates), |V| >= 2, the dtype and the seed."""
+    check_field_types(config)
+    if config.V < 2:
+        raise UserError(f"vocabulary size must be at least 2, got {config.V}", setting="V")
+    check_dtype(config.dtype)
+    check_seed(config.seed)
+
+
 @dataclass
 class NPLMConfig:
     """Shape of the model (section 2): vocabulary size |V|, order n (n-1 context words),
@@ -58,9 +68,7 @@ class NPLMConfig:
     seed: int = 0
 
     def validate(self) -> None:
-        check_field_types(self)  # a checkpoint written now must read back (1e4 is no count of updates)
-        if self.V < 2:
-            raise UserError(f"vocabulary size must be at least 2, got {self.V}")
+        check_common(self)
         if self.n < 2:
             raise UserError(f"n must be at least 2 (one context word), got {self.n}", setting="n")
         if self.m <= 0:
@@ -69,8 +77,6 @@ class NPLMConfig:
             raise UserError(f"h (hidden units) must be >= 0, got {self.h}", setting="h")
         if self.h == 0 and not self.direct:
             raise UserError("h 0 needs direct connections (without them the model ignores the context)", setting="h")
-        check_dtype(self.dtype)
-        check_seed(self.seed)
 
 
 class NPLM(LanguageModel):

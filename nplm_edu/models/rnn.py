@@ -44,8 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UserError, a_model, check_field_types, check_seed
-from .nplm import check_dtype
+from ..errors import UserError, a_model
+from .nplm import check_common
 from .output import FullSoftmax, OutputLayer
 
 CELLS = ("rnn", "lstm")  # the cells of the experiments
@@ -65,16 +65,12 @@ class RecurrentConfig:
     seed: int = 0
 
     def validate(self) -> None:
-        check_field_types(self)  # a checkpoint written now must read back (1e4 is no count of updates)
-        if self.V < 2:
-            raise UserError(f"vocabulary size must be at least 2, got {self.V}")
+        check_common(self)
         if self.cell not in ALL_CELLS:
             raise UserError(f"cell must be one of {', '.join(ALL_CELLS)}, got {self.cell!r}")
         for name in ("m", "h"):
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be at least 1, got {getattr(self, name)}", setting=name)
-        check_dtype(self.dtype)
-        check_seed(self.seed)
 
 
 def check_batch(X, Y=None, V: int | None = None):
