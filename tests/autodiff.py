@@ -5,7 +5,8 @@ to them, and :meth:`Var.backward` walks the recorded graph in reverse topologica
 micrograd does for scalars). The tests write the recurrent networks' forward pass with these
 operations, straight from the equations, and compare the gradients it finds with the hand-derived
 backpropagation through time of :mod:`nplm_edu.models.rnn` and :mod:`nplm_edu.models.lstm`, and with
-the hand-derived backward of :mod:`nplm_edu.models.transformer`.
+the hand-derived backward of :mod:`nplm_edu.models.transformer` and of the character-aware input
+(:mod:`nplm_edu.models.char_input`).
 """
 
 from __future__ import annotations
@@ -171,6 +172,27 @@ def mean_nll(y: Var, targets) -> Var:
         d = np.exp(logp)
         d[np.arange(N), targets] -= 1
         send(y, g * d / N)
+
+    out.back = back
+    return out
+
+
+def relu(x: Var) -> Var:
+    out = Var(np.maximum(x.value, 0), (x,))
+    out.back = lambda g: send(x, g * (x.value > 0))
+    return out
+
+
+def group_max(x: Var, P: int) -> Var:
+    """The largest entry of each column within consecutive groups of P rows: (N P, h) -> (N, h)."""
+    v = x.value.reshape(-1, P, x.value.shape[1])  # (N, P, h)
+    j = v.argmax(axis=1)[:, None]  # (N, 1, h)
+    out = Var(np.take_along_axis(v, j, axis=1)[:, 0], (x,))
+
+    def back(g):
+        full = np.zeros_like(v)
+        np.put_along_axis(full, j, g[:, None], axis=1)
+        send(x, full.reshape(x.value.shape))
 
     out.back = back
     return out
