@@ -23,12 +23,13 @@ from nplm_edu.models.rnn import RecurrentConfig  # noqa: E402
 from nplm_edu.models.sampled_softmax import (AdaptiveImportanceSampling, ImportanceSampling,  # noqa: E402
                                              ImportanceSamplingWithTarget, NCESoftmax)
 from nplm_edu.models.sparse_output import train_counts  # noqa: E402
-from nplm_edu.models.transformer import Transformer, TransformerConfig  # noqa: E402
+from nplm_edu.models.transformer import TransformerConfig  # noqa: E402
 from nplm_edu.models.tree_softmax import TreeSoftmax  # noqa: E402
 from nplm_edu.models.trees import Tree, huffman_merges  # noqa: E402
 from nplm_edu.numerics.fused import FusedNPLM  # noqa: E402
 from nplm_edu.numerics.recurrent import recurrent_model  # noqa: E402
 from nplm_edu.numerics.sparse import SparseNPLM  # noqa: E402
+from nplm_edu.numerics.transformer import FastTransformer  # noqa: E402
 from nplm_edu.training.blocks import BlockBackend  # noqa: E402
 from nplm_edu.training.stream import StreamBackend, StreamConfig  # noqa: E402
 from nplm_edu.training.trainer import TrainConfig, train  # noqa: E402
@@ -64,7 +65,7 @@ def build(name: str, c):
     if name == "energy":
         return EnergyNPLM(EnergyConfig(V=c.V, n=3, m=6, h=8, seed=1)), replace(SGD, batch=64, epochs=2), None
     if name == "transformer":  # Adam, clipping, the output tied to the table
-        model = Transformer(TransformerConfig(V=c.V, n_ctx=6, m=8, heads=2, layers=1, d_ff=16, seed=1))
+        model = FastTransformer(TransformerConfig(V=c.V, n_ctx=6, m=8, heads=2, layers=1, d_ff=16, seed=1))
         cfg = replace(SGD, optimizer="adam", lr=3e-3, batch=8, decay_rate=0.0, lr_decay=0.8, tie=True)
         return model, cfg, BlockBackend(model, cfg, clip=1.0)
     cfg = replace(SGD, batch=4, lr=0.5, decay_rate=0.0, lr_decay=0.8, dropout_x=0.1)

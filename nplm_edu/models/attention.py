@@ -111,7 +111,7 @@ def self_attention_backward(gout, cache, Wq, Wk, Wv, Wo):
     u, q, k, v, A, z, heads = (cache[n] for n in ("u", "q", "k", "v", "A", "z", "heads"))
     dh = q.shape[-1]
     # backward through out = z Wo^T
-    gWo = np.einsum("kti,ktj->ij", gout, z)  # (m, m)
+    gWo = np.einsum("kti,ktj->ij", gout, z, optimize=True)  # (m, m)
     gz = split_heads(gout @ Wo, heads)  # (K, heads, T, dh)
     # backward through z = A v
     gA = gz @ v.transpose(0, 1, 3, 2)  # (K, heads, T, T)
@@ -129,6 +129,6 @@ def self_attention_backward(gout, cache, Wq, Wk, Wv, Wo):
     grads = {"Wo": gWo}
     for name, W, g in (("Wq", Wq, gq), ("Wk", Wk, gk), ("Wv", Wv, gv)):
         g = merge_heads(g)  # (K, T, m)
-        grads[name] = np.einsum("kti,ktj->ij", g, u)  # (m, m)
+        grads[name] = np.einsum("kti,ktj->ij", g, u, optimize=True)  # (m, m)
         gu += g @ W  # (K, T, m)
     return gu, grads

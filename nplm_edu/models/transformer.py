@@ -105,13 +105,13 @@ def block_backward(params: dict, layer: int, gx, cache):
     g = {}
     # backward through x = x + a W2^T + b2: the residual passes gx on unchanged, plus the MLP's path
     g["b2"] = gx.sum(axis=(0, 1))  # (m,)
-    g["W2"] = np.einsum("kti,ktj->ij", gx, cache["a"])  # (m, d_ff)
+    g["W2"] = np.einsum("kti,ktj->ij", gx, cache["a"], optimize=True)  # (m, d_ff)
     ga = gx @ p["W2"]  # (K, T, d_ff)
     # backward through a = GELU(o)
     go = gelu_backward(ga, cache["gelu"])  # (K, T, d_ff)
     # backward through o = u2 W1^T + b1
     g["b1"] = go.sum(axis=(0, 1))  # (d_ff,)
-    g["W1"] = np.einsum("kti,ktj->ij", go, cache["u2"])  # (d_ff, m)
+    g["W1"] = np.einsum("kti,ktj->ij", go, cache["u2"], optimize=True)  # (d_ff, m)
     gu2 = go @ p["W1"]  # (K, T, m)
     # backward through u2 = LN2(x), added to the residual's gradient
     gx_ln, g["g2"], g["beta2"] = layer_norm_backward(gu2, cache["ln2"])

@@ -29,23 +29,14 @@ from ..models.lstm import LSTM
 from ..models.output import FullSoftmax
 from ..models.rnn import ElmanRNN, RecurrentConfig, check_batch
 from .blas import segment_sum
+from .full_output import FastOutput
 from .head import nll, softmax_nll
-from .threads import block_range, one_blas_thread, run_blocks, threads
+from .threads import one_blas_thread
 
 
-class _Fast:
-    """The fast forward/backward shared by :class:`FastRNN` and :class:`FastLSTM` (a mixin)."""
-
-    MIN_BLOCK_WORK = 1 << 24  # T B |V| h from which the output layer is split among threads (see FusedNPLM)
-
-    def _buffer(self, name: str, shape: tuple, zero: bool = False) -> np.ndarray:
-        bufs = self.__dict__.setdefault("_buf", {})
-        b = bufs.get(name)
-        if b is None or b.shape != shape:
-            b = bufs[name] = np.empty(shape, self.config.dtype)
-        if zero:
-            b.fill(0)
-        return b
+class _Fast(FastOutput):
+    """The fast forward/backward shared by :class:`FastRNN` and :class:`FastLSTM` (a mixin; the output
+    layer's fast path is :class:`~nplm_edu.numerics.full_output.FastOutput`'s)."""
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
         X, _ = check_batch(X, None, self.V)
@@ -69,65 +60,6 @@ class _Fast:
             a = np.multiply(a, mask_a, out=self._buffer("a", (T, B, h)))  # dropout on h_t
         cache["inputs"] = {"U": a.reshape(T * B, h)}
         return cache
-
-    def _output(self, cache, targets):
-        """Mean NLL and dL/d(output inputs) (T B, h), grads of U and b: fused for the full softmax."""
-        P, inputs = self.params, cache["inputs"]
-        if type(self.output) is not FullSoftmax:
-            loss, oc = self.output.loss(P, inputs, targets)
-            g_in, grads = self.output.backward(P, oc)
-            return loss, g_in["U"], grads
-        A = inputs["U"]  # (N, h), N = T B
-        N = A.shape[0]
-        T = self._blocks(N)
-        if T > 1:
-            return self._output_blocks(A, targets, T)
-        y = self._buffer("y", (N, self.V))
-        np.matmul(A, P["U"].T, out=y)  # the logits of all T B positions in one product
-        y += P["b"]  # (N, |V|)
-        _, yt, mx, s = softmax_nll(y, targets)  # y <- dL/dy = (p - onehot) / N
-        loss = float(np.mean(nll(yt, mx, s)))  # mean negative log-likelihood
-        gU = np.matmul(y.T, A, out=self._buffer("gU", P["U"].shape))  # (|V|, h)
-        gb = np.sum(y, axis=0, out=self._buffer("gb", P["b"].shape))  # (|V|,)
-        gA = np.matmul(y, P["U"], out=self._buffer("gA", A.shape))  # (N, h)
-        return loss, gA, {"U": gU, "b": gb}
-
-    def _output_blocks(self, A, targets, T: int, grad: bool = True):
-        """:meth:`_output` on T threads: thread i computes the scores of its block of units, the head
-        on them (max and sum combined across the blocks) and its rows of dL/dU, dL/db; the blocks'
-        shares of dL/dA (N, h) are summed in their order. Without ``grad``: (yt, max, sum) only."""
-        P, N = self.params, A.shape[0]
-        if grad:
-            gU = self._buffer("gU", P["U"].shape)  # (|V|, h)
-            gb = self._buffer("gb", P["b"].shape)  # (|V|,)
-            parts = self._buffer("gA_parts", (T,) + A.shape)  # each block's share of dL/dA  (T, N, h)
-
-        def block(i, reduce):
-            lo, hi = block_range(self.V, T, i)
-            y = self._buffer(f"y{i}", (N, hi - lo))  # (N, B) this block's scores
-            np.matmul(A, P["U"][lo:hi].T, out=y)
-            y += P["b"][lo:hi]
-            own, yt, mx, s = softmax_nll(y, targets, lo, reduce, grad)  # y <- dL/dy of the block
-            if grad:
-                np.matmul(y.T, A, out=gU[lo:hi])  # (B, h)
-                np.sum(y, axis=0, out=gb[lo:hi])
-                np.matmul(y, P["U"][lo:hi], out=parts[i])  # (N, h)
-            return own, yt, mx, s
-
-        yt = np.empty(N, A.dtype)
-        for own, yt_i, mx, s in run_blocks(block, T):
-            yt[own] = yt_i  # each target's score, from the block that holds it
-        if not grad:
-            return yt, mx, s
-        gA = parts[0]
-        for j in range(1, T):
-            gA += parts[j]
-        return float(np.mean(nll(yt, mx, s))), gA, {"U": gU, "b": gb}
-
-    def _blocks(self, N: int) -> int:
-        """Threads for the full softmax of N positions (1 below MIN_BLOCK_WORK: meeting costs more)."""
-        T = threads()
-        return T if T > 1 and N * self.V * self.config.h >= self.MIN_BLOCK_WORK else 1
 
     def loss_and_grads(self, X, Y, state=None, mask_x=None, mask_a=None, resets=None):
         loss, grads, state, words = self.loss_and_sparse_grads(X, Y, state, mask_x, mask_a, resets)
