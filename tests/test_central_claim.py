@@ -1,5 +1,6 @@
-"""``reproduce central-claim``: the removed sentences, the token groups, the pipeline (quick), the
-novelty split and the fixed features on small inputs, the Brown part in its quick form."""
+"""``reproduce central-claim``: the removed sentences, the token groups, the gap, the pipeline (quick) under the
+protocol (test sets never read for the choice, two writers keep both rows), the novelty split and the fixed
+features on small inputs, the Brown part in its quick form."""
 
 import json
 import subprocess
@@ -13,9 +14,12 @@ from nplm_edu.analysis.cooccurrence import cooccurrence, nearest_neighbours, pca
 from nplm_edu.analysis.novelty import compare, frequency_matched, ngram_keys, novelty_groups
 from nplm_edu.data.corpus import brown_available, load_corpus, windows
 from nplm_edu.data.synthetic import entropy_rate, split_sentences
-from nplm_edu.experiments.central_claim import (FAMILIES, CentralClaimOptions, forms, holdout_corpus,
-                                               run_central_claim, token_groups)
+from nplm_edu.data.corpus import Corpus
+from nplm_edu.experiments import claim_runs
+from nplm_edu.experiments.central_claim import (FAMILIES, QUICK as CC_QUICK, VARIANTS, CentralClaimOptions, forms,
+                                               header, holdout_corpus, run_central_claim, scored, token_groups)
 from nplm_edu.experiments.central_claim_brown import QUICK, rescale, run_brown
+from nplm_edu.experiments.claim_runs import Ctx, SplitScores, gap, tables
 
 
 def test_every_sentence_with_a_pair_is_removed():
@@ -37,29 +41,105 @@ def test_every_sentence_with_a_pair_is_removed():
 
 def test_quick_pipeline(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # a quick run writes under the scratch folder runs/results/, and says so
-    path = run_central_claim(CentralClaimOptions(quick=True, brown=False), quiet=True)
+    path = run_central_claim(CentralClaimOptions(quick=True, brown=False, runs_dir=str(tmp_path / "r")), quiet=True)
     assert path == Path("runs/results/central_claim_quick.json") and not (tmp_path / "data").exists()
     assert f"wrote {path}" in capsys.readouterr().out
     doc = json.loads(path.read_text())
-    assert doc["quick"] and doc["brown"] is None and "command" in doc and "commit" in doc
+    assert doc["quick"] and "command" in doc and "commit" in doc and doc["protocol"]["lrs"] == [0.3, 1.0, 3.0]
     assert doc["grammar_optimum"]["entropy_rate_nats"] == pytest.approx(entropy_rate(), abs=1e-6)
-    assert len(doc["synthetic"]) == len(FAMILIES)
-    for run in doc["synthetic"]:
-        m = run["models"]
-        assert set(m) >= {"grammar", "kn5", "kn3", "interpolated_trigram", "network_learned",
+    assert set(doc["tables"]) == {f"{f}/4000" for f in FAMILIES}
+    for cell, m in doc["tables"].items():
+        assert set(m) == {"grammar", "kn5", "kn3", "interpolated_trigram", "network_learned",
                           "network_fixed_random", "network_fixed_pca"}
         # nothing beats the grammar itself on average; the network beats the 5-gram on removed sentences
         for name, entry in m.items():
-            scores = entry.get("mean", entry)
-            assert scores["heldout"] <= m["grammar"]["heldout"] + 0.02, name
-        assert m["network_learned"]["mean"]["heldout"] > m["kn5"]["heldout"] + 0.1
-        assert run["tokens"]["heldout"] == sum(run["tokens"][g] for g in ("completing", "after", "other"))
+            assert entry["heldout"]["mean"] <= m["grammar"]["heldout"]["mean"] + 0.02, name
+            assert entry["gap"]["mean"] == pytest.approx(entry["heldout"]["mean"] - entry["ordinary"]["mean"])
+        assert m["network_learned"]["heldout"]["mean"] > m["kn5"]["heldout"]["mean"] + 0.1
+        assert m["network_learned"]["gap"]["n"] == 3 and m["kn5"]["gap"]["n"] == 1
+        assert abs(m["grammar"]["gap"]["mean"]) < 0.1  # the removed sentences are as probable as any
+        assert doc["grid"][f"{cell}/learned"]["chosen_lr"] in (0.3, 1.0, 3.0)
+    info = next(r for r in doc["runs"] if r["model"] == "grammar")
+    assert info["tokens"]["heldout"] == sum(info["tokens"][g] for g in ("completing", "after", "other"))
+    assert doc["cost"]["cpu_hours"] > 0
+
+
+def test_gap_is_removed_minus_ordinary_log_probability():
+    """Derivation: a model giving each removed token probability 1/8 and each ordinary token 1/4 has mean
+    log-probabilities -3 log 2 and -2 log 2 per token, so its gap is -log 2: the removed sentences are half
+    as probable per token; in perplexities, log(4 / 8). The mean and std over seeds are numpy's (ddof 1)."""
+    groups = {"completing": np.array([True, False]), "other": np.array([False, True])}
+    row = scored(np.log([1 / 8, 1 / 8]), np.log([1 / 4, 1 / 4, 1 / 4]), groups)
+    assert row["gap"] == pytest.approx(-np.log(2))
+    assert row["gap"] == pytest.approx(np.log(row["scores"]["ordinary_ppl"] / row["scores"]["heldout_ppl"]))
+    assert gap(-1.5, -1.25) == pytest.approx(-0.25)
+    rows = [{"cell": "c", "model": "net", "seed": s, "scores": {"heldout": h, "ordinary": o}, "gap": gap(h, o)}
+            for s, (h, o) in enumerate([(-1.5, -1.25), (-1.75, -1.25), (-1.5, -1.5)])]
+    rows.append({"cell": "c", "model": "kn5", "seed": None, "scores": {"heldout": -2.0, "ordinary": -1.5},
+                 "gap": gap(-2.0, -1.5)})
+    t = tables(rows)["c"]
+    assert t["net"]["gap"]["values"] == [-0.25, -0.5, 0.0] and t["net"]["seeds"] == [0, 1, 2]
+    assert t["net"]["gap"]["mean"] == pytest.approx(-0.25) and t["net"]["gap"]["std"] == pytest.approx(0.25)
+    assert t["kn5"]["gap"] == {"mean": -0.5, "std": None, "n": 1, "values": [-0.5]}
+
+
+def test_the_test_sets_are_never_read_while_the_rate_is_chosen(tmp_path, monkeypatch):
+    """Every split the protocol's grid reads is recorded: validation only; the removed sentences and the
+    ordinary test sentences are scored after the choice, once per seed."""
+    events, choosing = [], []
+    real_choose, real_windows = claim_runs.choose_lr, Corpus.windows
+
+    def choose(*a, **k):
+        choosing.append(True)
+        try:
+            return real_choose(*a, **k)
+        finally:
+            choosing.pop()
+
+    def windows_(self, split, n):
+        if choosing:
+            events.append(split)
+            assert split != "test", "the test split was read while the rate was chosen"
+        return real_windows(self, split, n)
+
+    real_score = SplitScores.__call__
+
+    def score(self, model, corpus, split):
+        assert not choosing or split != "test"
+        events.append(f"score {split}")
+        return real_score(self, model, corpus, split)
+
+    monkeypatch.setattr(claim_runs, "choose_lr", choose)
+    monkeypatch.setattr(Corpus, "windows", windows_)
+    monkeypatch.setattr(SplitScores, "__call__", score)
+    out = tmp_path / "claim.json"
+    run_central_claim(CentralClaimOptions(quick=True, brown=False, families="animal-verb",
+                                          runs_dir=str(tmp_path / "r")), out, quiet=True)
+    assert "valid" in events and "test" not in events
+    assert events.count("score test") == 3 * 3  # three tables C, three seeds: scored once each
+    doc = json.loads(out.read_text())
+    assert len([r for r in doc["runs"] if r["seed"] is not None]) == 9
+
+
+def test_two_processes_filling_one_file_keep_both_rows(tmp_path):
+    out, runs = tmp_path / "claim.json", tmp_path / "r"
+    procs = [subprocess.Popen([sys.executable, "-m", "nplm_edu", "reproduce", "central-claim", "--quick", "--no-brown",
+                               "--families", family, "--out", str(out), "--runs-dir", str(runs), "--quiet"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for family in FAMILIES]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    doc = json.loads(out.read_text())
+    assert set(doc["tables"]) == {f"{f}/4000" for f in FAMILIES}
+    assert len(doc["runs"]) == len(FAMILIES) * (4 + 3 * 3)  # four count models, three tables x three seeds
+    assert set(doc["summary"]) == {f"{f}/4000/{v}" for f in FAMILIES for v in VARIANTS}
 
 
 def test_cli_errors():
-    out = subprocess.run([sys.executable, "-m", "nplm_edu", "reproduce", "central-claim", "--seeds", "0",
-                          "--no-brown"], capture_output=True, text=True)
-    assert out.returncode == 2 and out.stderr.startswith("error:") and "Traceback" not in out.stderr
+    for args in (["--families", "cat-dog"], ["--no-synthetic", "--no-brown"]):
+        out = subprocess.run([sys.executable, "-m", "nplm_edu", "reproduce", "central-claim", *args],
+                             capture_output=True, text=True)
+        assert out.returncode == 2 and out.stderr.startswith("error:") and "Traceback" not in out.stderr
 
 
 def test_novelty_split_on_a_toy_stream():
@@ -100,14 +180,19 @@ def test_fixed_features_from_cooccurrence():
 @pytest.mark.skipif(not brown_available(), reason="the Brown corpus is not in NLTK_DATA")
 def test_brown_part_quick(tmp_path, monkeypatch, brown_read_once):
     """The quick form's pipeline on a quarter of its slices (the same steps, in seconds)."""
-    for key, value in (("slice", (5_000, 1_250)), ("test", 1_250), ("oov_tokens", 50_000)):
+    for key, value in (("sizes", (5_000, 1_250, 1_250)), ("oov_tokens", 50_000)):
         monkeypatch.setitem(QUICK, key, value)
-    out = run_brown(load_corpus("brown"), tmp_path, quick=True, force=False, quiet=True)
-    p = out["novel_trigrams"]
-    assert sum(g["tokens"] for g in p["groups"].values()) == p["test_tokens"]
+    out = tmp_path / "claim.json"
+    ctx = Ctx(out, header(True), CC_QUICK["protocol"], tmp_path / "r")
+    run_brown(load_corpus("brown"), ctx, quick=True)
+    doc = json.loads(out.read_text())
+    rows = {r["run"]: r for r in doc["runs"]}
+    p = rows["brown/mlp9/seed0"]
+    assert sum(g["tokens"] for g in p["groups"].values()) == 1_250
     assert p["groups"]["seen"]["tokens"] == p["control_frequency_matched"]["seen"]["tokens"]
     assert p["oov"]["words"] > 100 and p["oov"]["tokens"] > 100
-    assert set(out["fixed_features"]["variants"]) == {"learned", "fixed_pca", "fixed_random"}
-    assert all(np.isfinite(v["test_ppl"]) for v in out["fixed_features"]["variants"].values())
-    again = run_brown(load_corpus("brown"), tmp_path, quick=True, force=False, quiet=True)  # resumes: same numbers
-    assert again["novel_trigrams"]["groups"] == p["groups"]
+    assert set(doc["summary"]) == {"brown/mlp9", "brown-slice/learned", "brown-slice/fixed_pca",
+                                   "brown-slice/fixed_random"}
+    assert all(np.isfinite(s["test_ppl"]["mean"]) and s["test_ppl"]["n"] == 3 for s in doc["summary"].values())
+    run_brown(load_corpus("brown"), ctx, quick=True)  # everything is in the file: nothing trains or changes
+    assert {r["run"]: r for r in json.loads(out.read_text())["runs"]} == rows

@@ -301,7 +301,7 @@ def test_conflicting_or_unknown_values_are_refused_by_argparse(argv, says, capsy
     (["train", "--seed", "-1"], "--seed must be"),
     (["train", "--h", "0", "--no-direct"], "--h 0 needs direct connections"),
     (["train", "--parallel", "hogwild", "--workers", "0"], "--workers must be at least 1"),
-    (["reproduce", "central-claim", "--seeds", "0"], "--seeds must be at least 1"),
+    (["reproduce", "central-claim", "--families", "cat-dog"], "--families: unknown family"),
 ])
 def test_messages_name_options_as_typed(args, says, tmp_path):
     """A bad option value is named as the user typed it, with its dashes."""

@@ -12,7 +12,7 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 6 minutes)
     python -m nplm_edu reproduce output-layers      # MLP9 with five cheaper output layers (resumable)
     python -m nplm_edu reproduce recurrent          # after 2003: an Elman RNN and an LSTM on Brown (hours)
-    python -m nplm_edu reproduce central-claim      # unseen sentences made likely by similar words (under an hour)
+    python -m nplm_edu reproduce central-claim      # unseen sentences made likely by similar words (hours)
 """
 
 from __future__ import annotations
@@ -240,15 +240,18 @@ def _add_recurrent(sub) -> None:
 
 
 def _add_central_claim(sub) -> None:
-    q = sub.add_parser("central-claim", help="unseen sentences made likely by similar words (under an hour, resumable)",
+    q = sub.add_parser("central-claim", help="unseen sentences made likely by similar words (hours, resumable)",
                        description="The paper's central claim, measured: sentences that pair chosen words are "
                                    "removed from the synthetic grammar's training data and scored by the network "
                                    "and the n-grams; on Brown, novel trigrams split by whether a near neighbour "
-                                   "of a context word makes them seen; C learned or fixed.")
+                                   "of a context word makes them seen; C learned or fixed. Every network under the "
+                                   "comparison protocol (learning rate from the grid on validation, seeds 0, 1, 2 to "
+                                   "early stopping).")
     q.add_argument("--out", default=None, help=f"output file (default {_outs('central_claim')})")
     q.add_argument("--quiet", action="store_true", help="no progress lines")
     add_options(q, central_claim.CentralClaimOptions(), help={
-        "seeds": "networks per variant on the synthetic grammar", "brown": "also the Brown part (needs the corpus)",
-        "quick": "the whole pipeline in about a minute",
-        "runs_dir": f"where the Brown networks checkpoint {RUNS_DEFAULT}", "force": "train the Brown networks again"})
+        "synthetic": "the synthetic-grammar part (minutes)", "brown": "the Brown part (hours; needs the corpus)",
+        "families": "the synthetic families to run: all, or a comma list of animal-verb, time-animal",
+        "quick": "the whole pipeline, small and short",
+        "runs_dir": f"where the networks checkpoint {RUNS_DEFAULT}", "force": "train the networks again"})
     q.set_defaults(func=_checked(_central_claim))

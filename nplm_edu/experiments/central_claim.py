@@ -22,22 +22,26 @@ n - 1 = 4 words, or every 5-gram of a removed sentence would still occur in trai
   and guesses the tense.
 
 Token groups on the removed sentences: ``completing`` (the second word of a pair, its partner in the
-context), ``after`` (both words of a pair in the context), ``other``. Models: the exact grammar
-(the best possible), Kneser-Ney 5- and 3-grams, the deleted-interpolation trigram, and the network
-of chapter 6 (n 5, m 10, h 30, direct connections; K 32, eps_0 0.3, weight decay 1e-4, early
-stopping with patience 3, at most 50 epochs) with three tables C: learned, fixed at its random
-initial values, fixed to principal components of co-occurrence counts (both fixed tables rescaled
-to the root mean square of the learned C of the same seed). Three seeds each; 8,000 and 40,000
-training tokens (sparse and plentiful data).
+context), ``after`` (both words of a pair in the context), ``other``. The gap of a model is its mean
+log-probability per token on the removed sentences minus that on ordinary test sentences
+(``claim_runs.gap``): about 0 for the grammar, which makes the removed sentences as probable as
+any. Models: the exact grammar (the best possible), Kneser-Ney 5- and 3-grams, the
+deleted-interpolation trigram, and the network of chapter 6 (n 5, m 10, h 30, direct connections;
+K 32, weight decay 1e-4) with three tables C: learned, fixed at its random initial values, fixed to
+principal components of co-occurrence counts (both fixed tables rescaled to the root mean square of
+the learned C of the same seed). Each network is trained under the comparison protocol
+(``protocol.PROTOCOL``: its learning rate chosen on validation from the grid, then seeds 0, 1, 2
+to early stopping, the test sets scored once per seed; ``claim_runs``). 8,000 and 40,000 training
+tokens (sparse and plentiful data).
 
 The design (families, sizes, groups) was settled on a development sample (corpus seed 100); the
-reported numbers use corpus seed 0, never looked at before. The Brown part is in
-:mod:`.central_claim_brown`. Results: ``data/results/central_claim.json`` (under an hour on one
-core, most of it the Brown networks, which checkpoint: rerun the command to resume).
+reported numbers use corpus seed 0. The Brown part is in :mod:`.central_claim_brown`. Results:
+``data/results/central_claim.json``, resumable (rerun the command) and parallel-safe (two processes,
+say ``--no-brown`` in one and ``--no-synthetic`` in the other, keep both's rows).
 
-    python -m nplm_edu reproduce central-claim            # synthetic grammar and Brown
-    python -m nplm_edu reproduce central-claim --no-brown # the synthetic grammar only (minutes)
-    python -m nplm_edu reproduce central-claim --quick    # the whole pipeline in about a minute
+    python -m nplm_edu reproduce central-claim              # synthetic grammar and Brown
+    python -m nplm_edu reproduce central-claim --no-brown   # the synthetic grammar only (minutes)
+    python -m nplm_edu reproduce central-claim --quick      # the whole pipeline, small and short
 """
 
 from __future__ import annotations
@@ -55,35 +59,45 @@ from ..errors import UserError
 from ..models.ngram import InterpolatedTrigram, KneserNey
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
-from ..training.trainer import TrainConfig, train
-from .central_claim_brown import rescale, run_brown
-from .common import runs_root
-from .skeleton import results_file, write_whole
+from ..training.trainer import TrainConfig
+from .central_claim_brown import brown_design, run_brown
+from .claim_runs import Ctx, SplitScores, gap, rms, train_seeds
+from .protocol import PROTOCOL, Method
+from .skeleton import results_file, runs_for
 
 FAMILIES = {"animal-verb": (("cat", "walking"), ("horse", "sleeping"), ("bird", "eating")),
             "time-animal": (("yesterday", "cat"), ("now", "horse"), ("then", "bird"), ("today", "rabbit"))}
 SIZES, VALID_FRACTION, TEST_TOKENS = (8_000, 40_000), 0.125, 10_000
 CORPUS_SEED, DEVELOPMENT_SEED = 0, 100
 NETWORK = NPLMConfig(V=2, n=5, m=10, h=30, direct=True)
-TRAIN = TrainConfig(epochs=50, batch=32, lr=0.3, weight_decay=1e-4, patience=3)
-QUICK = dict(sizes=(4_000,), seeds=1, epochs=5, test=2_000)
+TRAIN = TrainConfig(batch=32, weight_decay=1e-4)  # lr, seed, epochs and patience: the protocol's
+# --quick: the same pipeline in seconds (one small size, a short test, a protocol of few epochs)
+QUICK = dict(sizes=(4_000,), test=2_000, protocol=replace(PROTOCOL, grid_epochs=1, patience=1, max_epochs=3))
 VARIANTS = ("learned", "fixed_random", "fixed_pca")
 GROUPS = ("completing", "after", "other")
 
 
 @dataclass
 class CentralClaimOptions:
-    """``seeds``: networks per variant on the synthetic grammar; ``brown``: also the Brown part;
-    ``quick``: the whole pipeline in about a minute (into runs/results/central_claim_quick.json); ``runs_dir``:
-    where the Brown networks checkpoint; ``force``: train them again from scratch."""
+    """``synthetic`` / ``brown``: which parts this process runs (two processes may fill one results file);
+    ``families``: the synthetic families to run ("all" or a comma list); ``quick``: the whole pipeline
+    small and short (into runs/results/central_claim_quick.json); ``runs_dir``: where the networks
+    checkpoint; ``force``: train them again from scratch."""
 
-    seeds: int = 3
+    synthetic: bool = True
     brown: bool = True
+    families: str = "all"
     quick: bool = False
     runs_dir: str | None = None
     force: bool = False
 
-
+    def family_list(self) -> list[str]:
+        names = list(FAMILIES) if self.families == "all" else [f.strip() for f in self.families.split(",")]
+        bad = [f for f in names if f not in FAMILIES]
+        if bad or not names:
+            raise UserError(f"families: unknown family {bad[0] if bad else '(none)'!r}: use 'all' or names among "
+                            f"{', '.join(FAMILIES)}", setting="families")
+        return names
 def forms(word: str) -> set[str]:
     """A word and, for an animal, its plural."""
     a, p = CLASSES["animal"], CLASSES["animal-plural"]
@@ -136,114 +150,130 @@ def scores(lp_held: np.ndarray, lp_test: np.ndarray, groups: dict) -> dict:
     return out
 
 
-def mean_over_seeds(runs: list[dict]) -> dict:
-    keys = runs[0].keys()
-    return {"mean": {k: round(float(np.mean([r[k] for r in runs])), 4) for k in keys},
-            "std": {k: round(float(np.std([r[k] for r in runs])), 4) for k in keys},
-            "seeds": [{k: round(v, 4) for k, v in r.items()} for r in runs]}
+def scored(lp_held: np.ndarray, lp_test: np.ndarray, groups: dict) -> dict:
+    """A row's scores and its gap (removed sentences minus ordinary ones, nats per token)."""
+    s = scores(lp_held, lp_test, groups)
+    return {"scores": s, "gap": gap(s["heldout"], s["ordinary"])}
 
 
-def network_scores(corpus, held: tuple, test: tuple, groups: dict, seeds: int, epochs: int, family: str,
-                   quiet: bool) -> dict:
-    """The network with each table C (VARIANTS), ``seeds`` times: mean, std and each seed's scores."""
-    (hc, ht), (tc, tt) = held, test
-    V = corpus.V
-    data = (corpus.windows("train", NETWORK.n), corpus.windows("valid", NETWORK.n))
-    runs = {v: [] for v in VARIANTS}
-    epochs_run = {v: [] for v in VARIANTS}
-    pca = pca_features(corpus.train, V, NETWORK.m)
-    for seed in range(seeds):
-        cfg, tcfg = replace(NETWORK, V=V, seed=seed), replace(TRAIN, seed=seed, epochs=epochs)
-        learned = None
-        for v in VARIANTS:
-            model = FusedNPLM(cfg)
-            if v != "learned":
-                table = pca if v == "fixed_pca" else model.params["C"].astype(np.float64)  # its own random start
-                model.params["C"][:] = rescale(table, learned.params["C"])
-            hist = train(model, data, replace(tcfg, frozen="" if v == "learned" else "C"), quiet=True)
-            learned = model if v == "learned" else learned
-            runs[v].append(scores(model.log_prob(hc, ht), model.log_prob(tc, tt), groups))
-            epochs_run[v].append(len(hist["epochs"]))
-        if not quiet:
-            print(f"   {family} {len(corpus.train):,} tokens, seed {seed}: held-out per token "
-                  + ", ".join(f"{v} {runs[v][-1]['heldout']:.3f}" for v in VARIANTS), flush=True)
-    return {f"network_{v}": {**mean_over_seeds(runs[v]), "epochs_run": epochs_run[v]} for v in VARIANTS}
+def network_method(cell: str, variant: str, corpus, held: tuple, groups: dict, learned_rms: dict,
+                   pca: np.ndarray) -> Method:
+    """The network with table ``variant`` on one cell, as a protocol method. A fixed table is rescaled
+    to the root mean square ``learned_rms[seed]`` of the learned C of the same seed."""
+    (hc, ht), V = held, corpus.V
+
+    def build(lr, seed):
+        model = FusedNPLM(replace(NETWORK, V=V, seed=seed))
+        if variant != "learned":
+            table = pca if variant == "fixed_pca" else model.params["C"].astype(np.float64)  # its own random start
+            model.params["C"][:] = table * (learned_rms[seed] / rms(table))
+        return model, replace(TRAIN, frozen="" if variant == "learned" else "C")
+
+    def extra(model):  # scored once per seed, with the test set
+        out = scored(model.log_prob(hc, ht), model.log_prob(*corpus.windows("test", NETWORK.n)), groups)
+        return {**out, "C_rms": rms(model.params["C"])} if variant == "learned" else out
+
+    stamp = {"cell": cell, "variant": variant, "corpus_seed": CORPUS_SEED}
+    if variant != "learned":
+        stamp["learned_C_rms"] = [learned_rms[s] for s in sorted(learned_rms)]
+    return Method(f"{cell}/{variant}", build, SplitScores(extra), stamp)
 
 
-def count_scores(corpus, held_tokens: list, held: tuple, test: tuple, groups: dict) -> dict:
-    """The exact grammar and the n-grams on the removed sentences and on ordinary test sentences."""
-    (hc, ht), (tc, tt) = held, test
-    hmm = GrammarHMM()
+def count_rows(cell: str, corpus, held_tokens: list, held: tuple, groups: dict) -> list[dict]:
+    """The exact grammar and the n-grams on the removed sentences and on ordinary test sentences: one row
+    each (no seed: they are the same for every seed)."""
+    (hc, ht), (tc, tt) = held, corpus.windows("test", NETWORK.n)
+    hmm, V = GrammarHMM(), corpus.V
+    c0 = time.process_time()
     stream = hmm.log_probs(corpus.vocab.decode(corpus.ids))  # the grammar, from the first sentence on
-    models = {"grammar": scores(hmm.log_probs(held_tokens)[NETWORK.n - 1:], stream[corpus.bounds[1]:], groups)}
-    V = corpus.V
+    found = {"grammar": scored(hmm.log_probs(held_tokens)[NETWORK.n - 1:], stream[corpus.bounds[1]:], groups)}
     for name, lm in (("kn5", KneserNey(5, V).fit(corpus.train)), ("kn3", KneserNey(3, V).fit(corpus.train)),
-                     ("interpolated_trigram", InterpolatedTrigram(corpus.V, verbose=False)
+                     ("interpolated_trigram", InterpolatedTrigram(V, verbose=False)
                       .fit(corpus.train, valid=corpus.windows("valid", 3)))):
         k = lm.order - 1
-        models[name] = scores(lm.log_prob(hc[:, -k:], ht), lm.log_prob(tc[:, -k:], tt), groups)
-    return {k: {key: round(val, 4) for key, val in m.items()} for k, m in models.items()}
+        found[name] = scored(lm.log_prob(hc[:, -k:], ht), lm.log_prob(tc[:, -k:], tt), groups)
+    seconds = round(time.process_time() - c0, 2)
+    return [{"run": f"{cell}/{name}", "method": f"{cell}/{name}", "cell": cell, "model": name, "seed": None,
+             **row, **({"cpu_seconds_counts": seconds} if name == "grammar" else {})} for name, row in found.items()]
 
 
-def run_one(family: str, n_train: int, seeds: int, epochs: int, test_tokens: int, quiet: bool) -> dict:
-    """Every model on one family and one training size."""
-    pairs = FAMILIES[family]
-    corpus, held = holdout_corpus(pairs, n_train, CORPUS_SEED, test_tokens)
-    hc, ht = windows(corpus.vocab.encode(held), NETWORK.n)  # every removed token after the first 4
-    tc, tt = corpus.windows("test", NETWORK.n)
-    groups = token_groups(hc, ht, pairs, corpus.vocab)
-    models = {**count_scores(corpus, held, (hc, ht), (tc, tt), groups),
-              **network_scores(corpus, (hc, ht), (tc, tt), groups, seeds, epochs, family, quiet)}
+def cell_info(pairs, corpus, held: list, hc_ht: tuple, groups: dict) -> dict:
+    """What a cell is: its pairs, its token counts, the share of sentences removed."""
     periods = sum(1 for t in held if t == ".")
-    return {"family": family, "pairs": [list(p) for p in pairs], "train_tokens_target": n_train,
+    return {"pairs": [list(p) for p in pairs],
             "tokens": {"train": int(len(corpus.train)), "valid": int(len(corpus.valid)),
-                       "ordinary_test": int(len(tt)), "heldout": int(len(ht)),
+                       "ordinary_test": int(len(corpus.test)), "heldout": int(len(hc_ht[1])),
                        **{g: int(m.sum()) for g, m in groups.items()}},
             "heldout_sentences_share": round(periods / (periods + int(np.sum(corpus.ids == corpus.vocab.index["."]))),
-                                             4),
-            "models": models}
+                                             4)}
 
 
-def run_central_claim(opts: CentralClaimOptions | None = None, out=None, quiet: bool = False) -> Path:
-    """Both parts (module docstring); writes the JSON and returns its path."""
-    opts = opts or CentralClaimOptions()
-    if opts.seeds < 1:
-        raise UserError(f"seeds must be at least 1, got {opts.seeds}", setting="seeds")
-    started = time.monotonic()
-    out = results_file(out, "central-claim", opts.quick)  # checked before any work
-    sizes, seeds = (QUICK["sizes"], QUICK["seeds"]) if opts.quick else (SIZES, opts.seeds)
-    epochs, test_tokens = (QUICK["epochs"], QUICK["test"]) if opts.quick else (TRAIN.epochs, TEST_TOKENS)
-    brown = None
-    if opts.brown:  # first, so that a missing corpus fails before the synthetic runs
-        corpus = load_corpus("brown")
-        runs = runs_root(opts.runs_dir) / ("central_claim_quick" if opts.quick else "central_claim")
-        brown = run_brown(corpus, runs, opts.quick, opts.force, quiet)
-    synthetic = []
-    for family in FAMILIES:
-        for n_train in sizes:
-            synthetic.append(run_one(family, n_train, seeds, epochs, test_tokens, quiet))
-    doc = {
-        "quick": opts.quick,
+def run_cell(family: str, n_train: int, test_tokens: int, ctx: Ctx) -> None:
+    """Every model on one family and one training size: the count models' rows, then the network with
+    each table under the protocol (the learned one first: the fixed tables take its scale)."""
+    pairs, cell = FAMILIES[family], f"{family}/{n_train}"
+    corpus, held = holdout_corpus(pairs, n_train, CORPUS_SEED, test_tokens)
+    hc, ht = windows(corpus.vocab.encode(held), NETWORK.n)  # every removed token after the first 4
+    groups = token_groups(hc, ht, pairs, corpus.vocab)
+    if f"{cell}/grammar" not in ctx.done():
+        rows = count_rows(cell, corpus, held, (hc, ht), groups)
+        rows[0].update(cell_info(pairs, corpus, held, (hc, ht), groups))
+        ctx.write(rows)
+    pca = pca_features(corpus.train, corpus.V, NETWORK.m)
+    learned_rms: dict = {}
+    for variant in VARIANTS:
+        method = network_method(cell, variant, corpus, (hc, ht), groups, learned_rms, pca)
+        rows = train_seeds(method, cell, f"network_{variant}", corpus, ctx)
+        if variant == "learned":
+            learned_rms.update({s: r["C_rms"] for s, r in rows.items()})
+
+
+def header(quick: bool) -> dict:
+    """What every process filling the results file states the same (settings, design, the grammar's optimum)."""
+    sizes, test = (QUICK["sizes"], QUICK["test"]) if quick else (SIZES, TEST_TOKENS)
+    return {
+        "quick": quick,
         "design": {"families": {k: [list(p) for p in v] for k, v in FAMILIES.items()},
-                   "train_tokens": list(sizes), "valid_fraction": VALID_FRACTION, "ordinary_test_tokens": test_tokens,
+                   "train_tokens": list(sizes), "valid_fraction": VALID_FRACTION, "ordinary_test_tokens": test,
                    "corpus_seed": CORPUS_SEED, "design_chosen_on_corpus_seed": DEVELOPMENT_SEED,
                    "network": {k: v for k, v in asdict(NETWORK).items() if k not in ("V", "seed")},
-                   "train": {k: v for k, v in asdict(replace(TRAIN, epochs=epochs)).items()
-                             if k in ("epochs", "batch", "lr", "decay_rate", "weight_decay", "patience")},
-                   "seeds": seeds, "variants": list(VARIANTS), "groups": list(GROUPS),
+                   "train": {k: v for k, v in asdict(TRAIN).items()
+                             if k in ("batch", "decay_rate", "weight_decay", "frozen")},
+                   "variants": list(VARIANTS), "groups": list(GROUPS),
                    "fixed_tables": "rescaled to the root mean square of the learned C of the same seed",
-                   "pca": "first m principal components of sqrt(co-occurrence frequencies) at offsets -2,-1,+1,+2"},
+                   "pca": "first m principal components of sqrt(co-occurrence frequencies) at offsets -2,-1,+1,+2",
+                   "gap": "mean log-probability per token on the removed sentences minus on ordinary test sentences"},
+        "brown_design": brown_design(quick),
         "note": "mean natural-log probability per token (higher is better), every model on the same 4-word "
                 "windows; heldout: every sentence of the sample pairing the family's words, removed from "
-                "training and validation; ordinary: test sentences without the pairs; network_* entries: mean, "
-                "std and each seed",
+                "training and validation; ordinary: test sentences without the pairs; tables: per cell and model, "
+                "mean, sample std (ddof 1) and each seed's value; count models have one value (no seed)",
         "grammar_optimum": {"entropy_rate_nats": round(entropy_rate(), 6),
                             "perplexity": round(float(np.exp(entropy_rate())), 4),
                             "perplexity_with_window": {str(k): round(float(np.exp(window_entropy(k))), 4)
                                                        for k in range(5)}},
-        "synthetic": synthetic,
-        "brown": brown,
     }
-    write_whole(out, "central-claim", doc, started)
+
+
+def run_central_claim(opts: CentralClaimOptions | None = None, out=None, quiet: bool = False) -> Path:
+    """The parts ``opts`` names (module docstring), their rows merged into the results file; returns its path."""
+    opts = opts or CentralClaimOptions()
+    families = opts.family_list()
+    if not (opts.synthetic or opts.brown):
+        raise UserError("nothing to run: both the synthetic and the Brown part are off", setting="synthetic")
+    started = time.monotonic()
+    out = results_file(out, "central-claim", opts.quick)  # checked before any work
+    protocol = QUICK["protocol"] if opts.quick else PROTOCOL
+    ctx = Ctx(out, header(opts.quick), protocol, runs_for(opts.runs_dir, out), opts.force, quiet, started)
+    corpus = load_corpus("brown") if opts.brown else None  # first, so that a missing corpus fails at once
+    if opts.synthetic:
+        sizes, test = (QUICK["sizes"], QUICK["test"]) if opts.quick else (SIZES, TEST_TOKENS)
+        for family in families:
+            for n_train in sizes:
+                if not quiet:
+                    print(f"== {family}, {n_train:,} training tokens", flush=True)
+                run_cell(family, n_train, test, ctx)
+    if corpus is not None:
+        run_brown(corpus, ctx, opts.quick)
     print(f"wrote {out}")
     return out
