@@ -81,7 +81,7 @@ def spell(words, max_len: int) -> np.ndarray:
     return S
 
 
-def windows(E: np.ndarray, w: int) -> np.ndarray:
+def char_windows(E: np.ndarray, w: int) -> np.ndarray:
     """The (L - w + 1) windows of w consecutive rows of E (N, L, d), each flattened: (N, L - w + 1, w d)."""
     P = E.shape[1] - w + 1
     return np.concatenate([E[:, o:o + P] for o in range(w)], axis=2)  # (N, P, w d) window i = C^k[i .. i+w-1]
@@ -138,7 +138,7 @@ class CharInput(InputLayer):
         E = P["Q"][S]  # (N, L, d) C^k: the characters' features
         ys, convs = [], []
         for w in self.char.widths:
-            win = windows(E, w)  # (N, L - w + 1, w d)
+            win = char_windows(E, w)  # (N, L - w + 1, w d)
             f = np.tanh(win @ P[f"F_{w}"].T + P[f"bF_{w}"])  # (N, L - w + 1, h_w) f^k[i]
             j = f.argmax(axis=1)  # (N, h_w) where each filter's maximum is
             ys.append(np.take_along_axis(f, j[:, None], axis=1)[:, 0])  # (N, h_w) y^k = max_i f^k[i]

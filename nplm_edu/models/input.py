@@ -125,7 +125,7 @@ class WithInput:
         gC = grads.pop("C")  # (|V|, m), zero outside the rows of ``words``
         # backward through C(w) := x(w)
         grads.update(self.input.backward(self.params, cache, gC[words]))
-        return (loss, {k: grads[k] for k in self.params}, *rest)
+        return (loss, {k: grads[k] for k in self.params if k in grads}, *rest)  # no gradient for a state
 
     def _reads(name):  # noqa: N805 (a decorator factory for the class body)
         def method(self, ids, *args, **kwargs):

@@ -1,0 +1,107 @@
+"""Learning LightRNN's table (models.lightrnn_table): the costs of a slot are the loss the word would
+have there; the greedy assignment on candidates against the exact minimum-cost assignment (a Hungarian
+solver written here, scipy not being a dependency) on a small vocabulary; a reassignment on a trained
+network lowers the cost and the training loss; what the table puts together."""
+
+import numpy as np
+import pytest
+
+from nplm_edu.data.corpus import load_corpus
+from nplm_edu.errors import UserError
+from nplm_edu.models.lightrnn_table import assign_greedy, reassign, slot_costs, table_rows
+from nplm_edu.models.lightrnn import LightOutput
+from nplm_edu.models.nplm import NPLM, NPLMConfig
+from nplm_edu.training.trainer import TrainConfig, train
+
+from test_lightrnn import light_nplm
+
+
+def hungarian(cost: np.ndarray) -> np.ndarray:
+    """The exact minimum-cost assignment of the n rows of ``cost`` (n, s), n <= s, to distinct columns
+    (Kuhn-Munkres with potentials, O(n^2 s)): the column of each row."""
+    n, s = cost.shape
+    u, v = np.zeros(n + 1), np.zeros(s + 1)
+    match = np.zeros(s + 1, np.int64)  # match[j]: the row (1-based) holding column j; 0: free
+    for i in range(1, n + 1):
+        match[0], j0 = i, 0
+        minv, used, way = np.full(s + 1, np.inf), np.zeros(s + 1, bool), np.zeros(s + 1, np.int64)
+        while match[j0]:
+            used[j0] = True
+            i0 = match[j0]
+            cur = cost[i0 - 1] - u[i0] - v[1:]  # (s,) reduced costs from row i0
+            better = ~used[1:] & (cur < minv[1:])
+            minv[1:][better], way[1:][better] = cur[better], j0
+            free = np.flatnonzero(~used[1:]) + 1
+            j1 = free[np.argmin(minv[free])]
+            delta = minv[j1]
+            u[match[used]] += delta
+            v[used] -= delta
+            minv[~used] -= delta
+            j0 = j1
+        while j0:
+            j1 = way[j0]
+            match[j0], j0 = match[j1], j1
+    out = np.empty(n, np.int64)
+    out[match[1:][match[1:] > 0] - 1] = np.flatnonzero(match[1:])
+    return out
+
+
+def test_the_hungarian_solver_is_exact_on_small_problems():
+    from itertools import permutations
+
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        cost = rng.random((4, 6))
+        best = min(sum(cost[i, p[i]] for i in range(4)) for p in permutations(range(6), 4))
+        assert np.isclose(cost[np.arange(4), hungarian(cost)].sum(), best)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    corpus = load_corpus("synthetic", synthetic_tokens=6_000, seed=3)
+    model = light_nplm(corpus)
+    train(model, corpus, TrainConfig(epochs=2, batch=16, lr=0.1, seed=2), quiet=True)
+    return corpus, model, corpus.windows("train", 3)
+
+
+def test_the_costs_are_the_loss_of_the_current_table(trained):
+    corpus, model, (c, t) = trained
+    costs = slot_costs(model, c, t, k=3)
+    slot = model.params["slot"].astype(np.int64)
+    assert costs.rows.shape == (corpus.V, 4) and np.array_equal(costs.rows[:, 0], slot // costs.C_t)
+    # the costs are over all R and C_t places (no mask): at least the loss, equal when the table is full
+    assert costs.total(slot) >= -model.log_prob(c, t).sum() - 1e-6
+    assert costs.total(slot) < -model.log_prob(c, t).sum() * 1.05
+
+
+def test_greedy_against_the_exact_assignment(trained):
+    corpus, model, (c, t) = trained
+    costs = slot_costs(model, c, t, k=5)
+    slot = model.params["slot"].astype(np.int64)
+    S = costs.Lr.shape[1] * costs.C_t
+    full = costs(np.arange(corpus.V)[:, None], np.arange(S)[None, :])  # (|V|, R C_t)
+    exact, now = costs.total(hungarian(full)), costs.total(slot)
+    for k in (3, 5):
+        greedy = costs.total(assign_greedy(costs, slot, k))
+        assert exact <= greedy + 1e-9 and greedy < now
+        assert (greedy - exact) < 0.3 * (now - exact), (k, now, greedy, exact)  # most of the gain (78% and 77%)
+    new = assign_greedy(costs, slot, 5)
+    assert len(np.unique(new)) == corpus.V and new.max() < S
+    with pytest.raises(UserError, match="at least 1"):
+        assign_greedy(costs, slot, 0)
+
+
+def test_reassign_lowers_the_loss_and_lists_rows():
+    """With the input table C (the costs ignore only the input side) the measured loss falls with the cost."""
+    corpus = load_corpus("synthetic", synthetic_tokens=6_000, seed=3)
+    model = NPLM(NPLMConfig(V=corpus.V, n=3, m=8, h=16, direct=False, seed=1), output=LightOutput(corpus.V, 16))
+    train(model, corpus, TrainConfig(epochs=2, batch=16, lr=0.1, seed=2), quiet=True)
+    c, t = corpus.windows("train", 3)
+    out = reassign(model, c, t, k=5, valid=corpus.windows("valid", 3))
+    assert out["cost_after"] < out["cost_before"] and out["moved"] > 0
+    assert out["train_ppl_after"] < out["train_ppl_before"] and out["valid_ppl_after"] < out["valid_ppl_before"]
+    rows = table_rows(model, corpus.vocab.words, show=4)
+    assert 1 <= len(rows) <= 5 and all(1 <= len(r) <= 4 for r in rows)
+    assert corpus.vocab.words[0] in rows[0]
+    with pytest.raises(UserError, match="LightRNN's output layer"):
+        slot_costs(NPLM(NPLMConfig(V=4, n=2, m=2, h=2)), c[:1], t[:1])
