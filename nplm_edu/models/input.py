@@ -81,6 +81,7 @@ class WithInput:
     inputs), as the network's own methods do; other attributes are the network's."""
 
     chunk = 1024  # words whose vectors are computed at once when no gradient is needed
+    hidden = ("loss_and_sparse_grads", "sgd_update")  # the network's own shortcuts past C: never offered
 
     def __init__(self, model, layer: InputLayer, seed: int = 0):
         if layer.m != model.config.m:
@@ -97,7 +98,7 @@ class WithInput:
         self.decayed = tuple(layer.decayed) + tuple(k for k in model.decayed if k != "C")
 
     def __getattr__(self, name):
-        if name in ("model", "params"):  # not set yet: no recursion
+        if name in ("model", "params") or name in self.hidden:  # not set yet: no recursion; shortcuts past C
             raise AttributeError(name)
         return getattr(self.model, name)
 
