@@ -1,0 +1,44 @@
+"""The LightRNN and character-aware rows (experiments.lightrnn_char): the LightRNN network trains with its
+table reassigned after every epoch (the history says the perplexities before and after, the checkpoint
+keeps the table, a resumed run continues), and the character-aware LSTM trains on the stream."""
+
+import numpy as np
+
+from nplm_edu.data.corpus import load_corpus
+from nplm_edu.experiments.lightrnn_char import CHAR_QUICK, Reassigning, char_lstm, lightrnn_network
+from nplm_edu.models.nplm import NPLMConfig
+from nplm_edu.training.backends import SerialBackend
+from nplm_edu.training.stream import StreamBackend, StreamConfig
+from nplm_edu.training.trainer import TrainConfig, train
+
+
+class Backend(Reassigning, SerialBackend):
+    pass
+
+
+def test_lightrnn_reassigns_after_every_epoch_and_resumes(tmp_path):
+    corpus = load_corpus("synthetic", synthetic_tokens=5_000, seed=3)
+    net = NPLMConfig(V=corpus.V, n=3, m=8, h=16, direct=False, seed=1)
+    model, desc = lightrnn_network(corpus, net)
+    assert desc["table"] == [7, 7] and desc["cost_per_example"] == 7 + 7 + 16
+    cfg = TrainConfig(epochs=2, batch=16, lr=0.1, seed=2)
+    h = train(model, corpus, cfg, out_dir=tmp_path, quiet=True, backend=Backend(model, cfg))
+    for e in h["epochs"]:
+        r = e["reassign"]
+        assert r["cost_after"] <= r["cost_before"] and {"valid_ppl_before", "valid_ppl_after", "moved"} <= set(r)
+        assert e["reassign_cpu_seconds"] >= 0
+    slot = model.params["slot"].copy()
+    again, _ = lightrnn_network(corpus, net)
+    cfg3 = TrainConfig(epochs=3, batch=16, lr=0.1, seed=2)
+    h3 = train(again, corpus, cfg3, out_dir=tmp_path, resume=True, quiet=True, backend=Backend(again, cfg3))
+    assert len(h3["epochs"]) == 3 and h3["epochs"][:2] == h["epochs"]
+    assert len(np.unique(again.params["slot"])) == corpus.V and slot.shape == again.params["slot"].shape
+
+
+def test_the_char_lstm_trains_on_the_stream():
+    corpus = load_corpus("synthetic", synthetic_tokens=3_000, seed=3)
+    model = char_lstm(corpus.vocab.words, seed=1, sizes={"h": 16}, quick=True)
+    assert model.config.m == CHAR_QUICK.m and "C" not in model.params
+    cfg = TrainConfig(epochs=2, batch=4, lr=1.0, seed=2)
+    e = train(model, corpus, cfg, quiet=True, backend=StreamBackend(model, cfg, StreamConfig(T=8, clip=0.25)))["epochs"]
+    assert e[-1]["valid_ppl"] < e[0]["valid_ppl"] < corpus.V
