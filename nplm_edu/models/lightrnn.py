@@ -88,12 +88,13 @@ class LightOutput(SparseOutputLayer):
                 "b_c": np.zeros(C_t, dtype),
                 "slot": rng.permutation(R * C_t)[:self.V].astype(dtype)}  # (|V|,) a random placement
 
-    def masks(self, P) -> tuple[np.ndarray, np.ndarray]:
-        """0 where a row (R,) / a slot (R, C_t) holds a word, -inf where it is empty."""
+    def masks(self, P, dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
+        """0 where a row (R,) / a slot (R, C_t) holds a word, -inf where it is empty (of ``dtype``)."""
         occupied = np.zeros(self.R * self.C_t, bool)
         occupied[P["slot"].astype(np.int64)] = True
         occupied = occupied.reshape(self.R, self.C_t)  # (R, C_t)
-        return np.where(occupied.any(axis=1), 0.0, -np.inf), np.where(occupied, 0.0, -np.inf)
+        return (np.where(occupied.any(axis=1), 0.0, -np.inf).astype(dtype),
+                np.where(occupied, 0.0, -np.inf).astype(dtype))
 
     def check_table(self, P) -> None:
         slot = P["slot"].astype(np.int64)
@@ -106,7 +107,7 @@ class LightOutput(SparseOutputLayer):
     def _forward(self, P, a, targets):
         row, col = rows_cols(P, self.C_t)
         r, c = row[targets], col[targets]  # (K,) the targets' rows and columns
-        mask_r, mask_c = self.masks(P)
+        mask_r, mask_c = self.masks(P, a.dtype)
         lr = log_softmax(a @ P["Y_r"].T + P["b_r"] + mask_r)  # (K, R) log P_r
         g = np.tanh(a @ P["A"].T + P["E"][r])  # (K, h) the state after reading the row
         lc = log_softmax(g @ P["Y_c"].T + P["b_c"] + mask_c[r])  # (K, C_t) log P_c( . | row)
