@@ -18,3 +18,10 @@ def test_tables_escape_text_span_headers_and_align_numbers():
     assert "<caption>n &lt; m</caption>" in html and '<th colspan=2>a &amp; b</th>' in html
     assert "<td>&lt;unk&gt;</td>" in html
     assert html.count('<td class="num">') == 4  # 1,234, x11.7, 12.5% and the blank; not the word
+
+
+def test_lines_are_escaped_one_block_each():
+    from nplm_edu.analysis.report import lines_html
+
+    html = lines_html("a <unk> & b", 4.5)
+    assert html == '<div class="nplm-lines"><div>a &lt;unk&gt; &amp; b</div><div>4.5</div></div>'

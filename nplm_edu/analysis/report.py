@@ -3,8 +3,9 @@
 Every heavy number of the book comes from a file in ``data/results/`` that records the command
 which wrote it (:mod:`nplm_edu.experiments.common`). A chapter prints that command so a reader can
 rerun it, as a reader would type it (:func:`readable_command`), and shows the numbers as HTML
-tables (:func:`show_table`; the book's stylesheet gives the class ``nplm-table`` its look), not as
-lines of text that wrap on a narrow page.
+tables (:func:`show_table`; the book's stylesheet gives the class ``nplm-table`` its look), and
+its sentences as text that reflows to the page (:func:`show_lines`), not as lines of printed text
+that wrap on a narrow page.
 """
 
 from __future__ import annotations
@@ -73,3 +74,19 @@ def show_table(body, head, caption: str = "") -> None:
     from IPython.display import HTML, display
 
     display(HTML(table_html(body, head, caption)))
+
+
+def lines_html(*lines: str) -> str:
+    """``lines`` as HTML, one line each, that reflow to the width of the page.
+
+    >>> lines_html("valid <unk> rate", "4.24%")
+    '<div class="nplm-lines"><div>valid &lt;unk&gt; rate</div><div>4.24%</div></div>'
+    """
+    return '<div class="nplm-lines">' + "".join(f"<div>{html.escape(str(line))}</div>" for line in lines) + "</div>"
+
+
+def show_lines(*lines: str) -> None:
+    """Display :func:`lines_html` in a notebook: sentences a cell reports, readable on a phone."""
+    from IPython.display import HTML, display
+
+    display(HTML(lines_html(*lines)))
