@@ -10,8 +10,10 @@ from nplm_edu.models.class_softmax import ClassSoftmax, check_classes, default_n
 from nplm_edu.models.gradcheck import gradcheck
 from nplm_edu.models.ngram.classes import class_bigram_objective
 from nplm_edu.models.nplm import NPLM, NPLMConfig
-from nplm_edu.models.sampled_softmax import (AdaptiveImportanceSampling, ImportanceSampling,
-                                             ImportanceSamplingWithTarget, NCESoftmax)
+from nplm_edu.models.adaptive_softmax import AdaptiveSoftmax
+from nplm_edu.models.differentiated_softmax import DifferentiatedSoftmax
+from nplm_edu.models.sampled_softmax import (AdaptiveImportanceSampling, ESSImportanceSampling, ImportanceSampling,
+                                             ImportanceSamplingWithTarget, NCESoftmax, effective_sample_size)
 from nplm_edu.models.sparse_output import train_counts
 from nplm_edu.models.tree_softmax import TreeSoftmax
 from nplm_edu.models.trees import Tree, cluster_merges, huffman_merges, merge_cost
@@ -34,6 +36,9 @@ def layers():
         "is-adaptive": AdaptiveImportanceSampling(V, H, COUNTS, 5, seed=1),
         "is-target": ImportanceSamplingWithTarget(V, H, COUNTS, 5, seed=1),
         "nce": NCESoftmax(V, H, COUNTS, 5, seed=1),
+        "is-ess": ESSImportanceSampling(V, H, COUNTS, 5, seed=1, ess_min=4.0, k_max=23),
+        "differentiated": DifferentiatedSoftmax(V, H, [4, 9], [2, 1, 1], COUNTS),
+        "adaptive": AdaptiveSoftmax(V, H, [4, 9], COUNTS, div=2),
     }
 
 
@@ -99,7 +104,8 @@ def test_sparse_sgd_step_equals_the_reference_rule(name):
         loss, g = ref.loss_and_grads(c, t)
         sgd_step(ref.params, g, 0.3, 0.05, ref.decayed)
         assert fast.sgd_update(c, t, 0.3, 0.05) == pytest.approx(loss, abs=1e-12)
-    assert (fast.params["lazy_scale"] < 1).all()  # pending: the decay was never applied to the whole matrices
+    lazy = layers()[name].lazy_decay  # else the output weights' decay is applied at every step
+    assert fast.params["lazy_scale"][0] < 1 and (fast.params["lazy_scale"][1] < 1) == lazy  # pending decay
     fast.fold()
     assert (fast.params["lazy_scale"] == 1).all()
     for k in ref.params:
@@ -159,6 +165,39 @@ def test_adaptive_proposal_moves_towards_the_network_and_stays_a_distribution():
     Q = model.params["Q_adapt"]
     assert not np.allclose(Q, before) and np.isclose(Q.sum(), 1.0) and Q.min() > 0
     assert np.isclose(layer.proposal(model.params).sum(), 1.0)
+
+
+def test_effective_sample_size_in_float64():
+    # r = 1, 2, 3: (1 + 2 + 3)^2 / (1 + 4 + 9) = 36 / 14; equal weights: k; one weight alone: 1
+    logr = np.log([[1.0, 2.0, 3.0], [5.0, 5.0, 5.0], [1.0, 1e-300, 1e-300]])
+    np.testing.assert_allclose(effective_sample_size(logr), [36 / 14, 3.0, 1.0], rtol=1e-15)
+    # shifted by 1000 (exp would overflow) and by -1000 (it would underflow to 0/0): the same ESS, up to the
+    # rounding of log r + 1000 (1000 eps, about 2e-13)
+    np.testing.assert_allclose(effective_sample_size(logr[:2] + 1000.0), [36 / 14, 3.0], rtol=1e-12)
+    np.testing.assert_allclose(effective_sample_size(logr[:2] - 1000.0), [36 / 14, 3.0], rtol=1e-12)
+    big = np.random.default_rng(0).standard_normal((4, 50))  # against the definition, in exact float64 sums
+    r = np.exp(big)
+    np.testing.assert_allclose(effective_sample_size(big), r.sum(1) ** 2 / (r * r).sum(1), rtol=1e-13)
+
+
+def test_ess_sampling_grows_the_sample_until_the_threshold_or_the_cap():
+    rng = np.random.default_rng(0)
+    c, t = rng.integers(0, V, (16, 3)), rng.integers(0, V, 16)
+    for ess_min, k_max in ((1.0, 40), (6.0, 23), (1e9, 23)):  # ESS <= k: 6 needs a second block at least
+        layer = ESSImportanceSampling(V, H, COUNTS, 5, seed=0, ess_min=ess_min, k_max=k_max)
+        model = SparseNPLM(config(dtype="float64"), output=layer)
+        model.sgd_update(c, t, 0.1, 0.0)
+        (k,) = layer.k_used
+        assert k % 5 == 0 or k == k_max
+        if ess_min == 1.0:
+            assert k == 5  # any sample has ESS >= 1: one block
+        elif ess_min > 1e8:
+            assert k == 23  # never reached: capped at k_max, the last block cut
+        else:
+            assert 10 <= k <= 23
+    for bad in (dict(ess_min=0.5), dict(k_max=4), dict(k_max=True)):
+        with pytest.raises(UserError, match=next(iter(bad))):
+            ESSImportanceSampling(V, H, COUNTS, 5, **bad)
 
 
 # --------------------------------------------------------------------------- classes and trees

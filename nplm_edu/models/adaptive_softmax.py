@@ -70,6 +70,7 @@ class AdaptiveSoftmax(SparseOutputLayer):
     """
 
     name = "adaptive"
+    lazy_decay = False  # a tail's score is U_i (Proj_i a): two decayed matrices, so s a would count s twice
 
     def __init__(self, V: int, h: int, cutoffs, counts=None, div: int = 4):
         check_sizes(V, h)

@@ -40,6 +40,12 @@ Teh 2012; the noise words' term is log kQ / (e^z + kQ) = log sigma(-D)): with D(
 A network trained so is close to self-normalized: log Z = log sum_v exp(y_v) near 0, so y_w alone
 is almost log P(w | h) (:meth:`SampledSoftmax.log_normalizer` measures how far).
 
+Bengio & Senecal did not fix k: they drew samples until the effective sample size of the weights,
+ESS = (sum_j r_j)^2 / sum_j r_j^2, reached a threshold (:class:`ESSImportanceSampling`, with the
+adaptive proposal). Self-normalized importance sampling is biased for finite k: the estimate of the
+expectation is a ratio of two sample means, whose expectation is not the ratio of their expectations;
+the bias shrinks as 1/k, and the ESS says how many samples the weights are really worth.
+
 Randomness: the samples of a batch come from ``numpy.random.default_rng([seed, t])`` with t the
 number of batches drawn so far, kept with the weights (``params["draws"]``, as is the adaptive
 Q_a): the same seed draws the same samples, also after a checkpoint is resumed.
@@ -167,7 +173,7 @@ class ImportanceSampling(SampledSoftmax):
         mx = logr.max(axis=1, keepdims=True)
         e = np.exp(logr - mx)
         lse = mx[:, 0] + np.log(e.sum(axis=1))  # (K,) log sum_j r_j
-        loss = float(np.mean(lse - np.log(self.k) - yt))  # the log of the IS estimate of -log P
+        loss = float(np.mean(lse - np.log(len(S)) - yt))  # the log of the IS estimate of -log P
         w = e / e.sum(axis=1, keepdims=True)  # (K, k) self-normalized weights
         return loss, {"a": a, "targets": targets, "S": S, "w": w}
 
@@ -195,6 +201,50 @@ class AdaptiveImportanceSampling(ImportanceSampling):
 
     def proposal(self, params):
         return 0.9 * params["Q_adapt"] + 0.1 * self.unigram
+
+
+def effective_sample_size(logr) -> np.ndarray:
+    """Kish's effective sample size (sum_j r_j)^2 / sum_j r_j^2 of each row of log importance weights
+    log r (K, k): (K,) float64, from k (all weights equal) down to 1 (one weight dominates). Computed
+    from r_j / max r, so no exp overflows."""
+    logr = np.asarray(logr, dtype=np.float64)
+    e = np.exp(logr - logr.max(axis=1, keepdims=True))  # (K, k) r_j / max_i r_i, largest 1
+    return e.sum(axis=1) ** 2 / (e * e).sum(axis=1)
+
+
+class ESSImportanceSampling(AdaptiveImportanceSampling):
+    """Importance sampling as Bengio & Senecal (2003, 2008) ran it: the adaptive proposal, and a sample
+    size set by the effective sample size. A batch draws ``k`` words from the proposal, then ``k``
+    more, ..., until the mean over the batch's examples of ESS = (sum_j r_j)^2 / sum_j r_j^2
+    (:func:`effective_sample_size`) reaches ``ess_min``, or the sample holds ``k_max`` words.
+    When the weights concentrate on a few samples (the proposal far from the network), the sample
+    grows instead of the gradient estimate resting on one or two words. ``k_used``: the sample size
+    of each batch since it was last emptied (the trainer's epoch line reads and empties it)."""
+
+    name = "importance sampling, ESS"
+
+    def __init__(self, V: int, h: int, counts, k: int, seed: int = 0, ess_min: float = 50.0, k_max: int = 2000):
+        super().__init__(V, h, counts, k, seed)
+        if not (isinstance(ess_min, (int, float)) and 1 <= ess_min):
+            raise UserError(f"ess_min (the effective sample size to reach) must be >= 1, got {ess_min!r}",
+                            setting="ess_min")
+        if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < self.k:
+            raise UserError(f"k_max (the largest sample) must be a whole number >= k = {self.k}, got {k_max!r}",
+                            setting="k_max")
+        self.ess_min, self.k_max = float(ess_min), int(k_max)
+        self.k_used: list[int] = []
+
+    def _scores(self, P, inputs, targets):
+        """As :meth:`SampledSoftmax._scores`, the sample grown block by block until the ESS is reached."""
+        a, targets, S, logQ, yt, Y = super()._scores(P, inputs, targets)
+        while self.fixed_samples is None and len(S) < self.k_max:
+            if effective_sample_size(Y - logQ).mean() >= self.ess_min:
+                break
+            S2, logQ2 = (v[:self.k_max - len(S)] for v in self.sample(P))  # k more words (up to k_max)
+            S, logQ = np.r_[S, S2], np.r_[logQ, logQ2]
+            Y = np.concatenate([Y, a @ P["U"][S2].T + P["b"][S2]], axis=1)  # (K, len(S))
+        self.k_used.append(len(S))
+        return a, targets, S, logQ, yt, Y
 
 
 class ImportanceSamplingWithTarget(ImportanceSampling):

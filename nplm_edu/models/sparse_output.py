@@ -66,10 +66,16 @@ class SparseOutputLayer(OutputLayer):
     ``loss``, ``backward_sparse``, ``log_probs`` and (fast) ``log_prob``.
 
     ``state``: parameters that are not trained (no gradient, no weight decay), e.g. a sampler's
-    counter or an adaptive proposal; they are saved in checkpoints with the weights."""
+    counter or an adaptive proposal; they are saved in checkpoints with the weights.
+
+    ``lazy_decay``: whether the fast trainer may keep the output weights' decay pending as one scale
+    s (true weights = s * stored, the layer fed s a): right when each score is linear in one decayed
+    matrix; a layer that multiplies two decayed matrices (the adaptive softmax's projected tails)
+    sets it False and has the decay applied at every step."""
 
     state: tuple[str, ...] = ()
     name = "sparse"
+    lazy_decay = True
 
     def input(self, inputs: dict) -> np.ndarray:
         """The one input a (K, h); one clear line if the network also has direct connections."""

@@ -94,7 +94,8 @@ class SparseNPLM(NPLM):
         words, sums = segment_sum(ids.ravel(), gx.reshape(-1, m))  # repeated words add up
         P["C"][words] -= dt(lr / sC_new) * sums
         P[SCALE][:] = sC_new, so_new
-        self.fold([i for i in (0, 1) if P[SCALE][i] < FOLD_BELOW])
+        eager = () if self.output.lazy_decay else (1,)  # a layer whose scores the scale does not pass through
+        self.fold([i for i in (0, 1) if P[SCALE][i] < FOLD_BELOW or i in eager])
         return loss
 
 
