@@ -497,8 +497,12 @@ def tiny_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("sample")
     assert main(["train", *SYN, "--n", "3", "--m", "8", "--h", "16", "--epochs", "2", "--quiet",
                  "--out", str(root / "nplm")]) == 0
-    assert main(["reproduce", "output-layers", *SYN, "--methods", "class-frequency,tree-huffman,nce", "--no-energy",
-                 "--epochs", "1", "--quiet", "--out", str(root / "ol.json"), "--runs-dir", str(root)]) == 0
+    assert main(["reproduce", "output-layers", *SYN, "--methods", "class-frequency,tree-huffman,nce", "--quick",
+                 "--seeds", "0", "--quiet", "--out", str(root / "ol.json"), "--runs-dir", str(root)]) == 0
+    for row in json.loads((root / "ol.json").read_text())["runs"]:  # seed 0's run at the chosen rate: ol/<method>
+        (root / "ol" / row["method"] / f"lr{row['lr']:g}-seed0").rename(root / "chosen")
+        (root / "ol" / row["method"]).rename(root / "ol" / f"{row['method']}-grid")
+        (root / "chosen").rename(root / "ol" / row["method"])
     corpus = load_corpus("synthetic", synthetic_tokens=6000)
     cfg = TrainConfig(epochs=1, batch=4, lr=1.0, seed=0)
     model = recurrent_model(RecurrentConfig(V=corpus.V, cell="rnn", m=8, h=12, seed=1))

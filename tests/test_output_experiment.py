@@ -1,84 +1,199 @@
-"""``reproduce output-layers --quick`` end to end on a tiny synthetic corpus (seconds): the JSON's rows and
-keys, ratios against the full softmax's row, resuming row by row, the energy network, and bad input."""
+"""``reproduce output-layers`` by the comparison protocol, end to end on a tiny synthetic corpus (seconds):
+the rows and summaries, the time to quality recomputed whenever rows are merged, two processes filling
+one file, the test split read only after the grid, a killed process resumed, the new layers trained
+through the trainer, and bad settings said in one line."""
 
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from nplm_edu.cli import main
-from nplm_edu.data.corpus import load_corpus
+from nplm_edu.data.corpus import Corpus, CorpusSpec, load_corpus
 from nplm_edu.errors import UserError
-from nplm_edu.experiments.output_methods import METHODS, energy_slice, parse_methods, read_class_file
+from nplm_edu.experiments import output_layers as ol
+from nplm_edu.experiments.output_energy import energy_slice
+from nplm_edu.experiments.output_methods import METHODS, TimedBackend, build_model, parse_methods, read_class_file
+from nplm_edu.experiments.protocol import seeds_time_to_quality
+from nplm_edu.models.nplm import NPLMConfig
+from nplm_edu.training.trainer import TrainConfig, train
 
-TINY = ["--corpus", "synthetic", "--synthetic-tokens", "8000", "--quick", "--quiet"]
-KEYS = {"method", "train_examples_per_s", "speedup_vs_full", "eval_examples_per_s", "valid_ppl", "test_ppl",
-        "ppl_ratio_vs_full", "epochs", "command", "commit", "machine", "blas_threads", "date", "speedup_vs_full_cpu",
-        "train_examples_per_cpu_s", "eval_speedup_vs_full_cpu"}
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--corpus", "synthetic", "--synthetic-tokens", "4000", "--quick", "--quiet"]
+SPEC = CorpusSpec(corpus="synthetic", synthetic_tokens=4000)
 
 
-def reproduce(tmp_path, *extra):
+def reproduce(tmp_path, *extra, status=0):
     argv = ["reproduce", "output-layers", *TINY, "--out", str(tmp_path / "ol.json"), "--runs-dir",
             str(tmp_path / "runs"), *extra]
-    assert main(argv) == 0
-    return json.loads((tmp_path / "ol.json").read_text())
+    assert main(argv) == status
+    return json.loads((tmp_path / "ol.json").read_text()) if status == 0 else None
 
 
-def test_quick_pipeline_rows_ratios_and_resume(tmp_path):
-    doc = reproduce(tmp_path, "--epochs", "1")
-    rows = {r["method"]: r for r in doc["rows"]}
-    assert list(rows) == [m for m in METHODS if m != "class-file"]  # the full softmax first
-    for r in rows.values():
-        assert KEYS <= set(r), KEYS - set(r)
-        assert r["epochs"] == 1 and 1 < r["test_ppl"] < doc["V"] and r["train_examples_per_s"] > 0
-        assert r["ppl_ratio_vs_full"] == pytest.approx(r["test_ppl"] / rows["full"]["test_ppl"], rel=1e-3)
-        assert r["speedup_vs_full"] == pytest.approx(r["train_examples_per_s"] / rows["full"]["train_examples_per_s"],
-                                                     abs=0.005 + 1e-9)  # the file rounds ratios to 2 decimals
-    assert rows["full"]["speedup_vs_full"] == 1.0
-    assert rows["class-frequency"]["layer"]["n_classes"] == round(math.sqrt(doc["V"]))
-    assert rows["tree-huffman"]["layer"]["mean_depth"] < rows["tree-huffman"]["layer"]["max_depth"]
-    for m in ("is", "is-adaptive", "is-target", "nce"):  # exact and self-normalized evaluation of the sampled ones
-        assert math.isfinite(rows[m]["test_log_Z_mean"]) and rows[m]["test_ppl_self_normalized"] > 0
-    assert {r["method"] for r in doc["energy"]["rows"]} == {"full", "energy"}
-    assert doc["energy"]["rows"][1]["test_ppl"] > 1 and doc["commit"] and doc["settings"]["epochs"] == 1
-    # resuming: a rerun trains nothing; a row removed from the file is evaluated again from its checkpoint
-    path = tmp_path / "ol.json"
-    doc["rows"] = [r for r in doc["rows"] if r["method"] != "tree-huffman"]
-    path.write_text(json.dumps(doc))
-    again = {r["method"]: r for r in reproduce(tmp_path, "--epochs", "1")["rows"]}
-    assert again["full"]["date"] == rows["full"]["date"] and not again["full"]["resumed"]  # kept as it was
-    assert again["tree-huffman"]["resumed"]  # from its checkpoint: nothing left to train, same numbers
-    assert again["tree-huffman"]["test_ppl"] == rows["tree-huffman"]["test_ppl"]
-    # a rerun with every row already there measures nothing, so the file (its provenance too) stays as it was
-    kept = json.loads(path.read_text())
-    kept["command"] = "the command that measured these rows"
-    path.write_text(json.dumps(kept))
-    before = path.read_bytes()
-    reproduce(tmp_path, "--epochs", "1")
-    assert path.read_bytes() == before
+def test_rows_summaries_and_time_to_quality_recomputed_when_the_reference_arrives(tmp_path):
+    doc = reproduce(tmp_path, "--methods", "tree-huffman", "--energy")
+    assert doc["reference"] is None and doc["summary"]["tree-huffman"]["time_to_quality"] is None
+    assert doc["protocol"] == ol.QUICK_PROTOCOL.record() and set(doc["grid"]["tree-huffman"]["lr_grid"]) == {"0.3", "1", "3"}
+    energy = json.loads((tmp_path / "ol_energy.json").read_text())
+    assert [r["method"] for r in energy["rows"]] == ["full", "energy"] and energy["rows"][1]["test_ppl"] > 1
+    doc = reproduce(tmp_path, "--methods", "full")  # the reference's rows: the other method's rows recomputed
+    runs = {r["run"]: r for r in doc["runs"]}
+    assert sorted(runs) == [f"{m}/seed{s}" for m in ("full", "tree-huffman") for s in (0, 1, 2)]
+    full = [runs[f"full/seed{s}"] for s in (0, 1, 2)]
+    best = np.mean([min(e["valid_ppl"] for e in r["history"]) for r in full])
+    assert doc["reference"]["best_valid_ppl"]["mean"] == pytest.approx(best) and doc["reference"]["complete"]
+    tree = [runs[f"tree-huffman/seed{s}"] for s in (0, 1, 2)]
+    assert doc["summary"]["tree-huffman"]["time_to_quality"] == seeds_time_to_quality([r["history"] for r in tree], best)
+    speed = np.mean([r["examples_per_cpu_second"] for r in full])
+    for r in full + tree:
+        assert 1 < r["test_ppl"] < doc["V"] and (r["stopped_early"] or r["reached_max_epochs"])
+        assert all({"valid_ppl", "seconds", "cpu_seconds", "train_cpu_seconds"} <= set(e) for e in r["history"])
+        epochs = [e for e in r["history"] if not e.get("timing_partial")]
+        per_cpu = len(epochs) * doc["examples_per_epoch"] / sum(e["train_cpu_seconds"] for e in epochs)
+        assert r["examples_per_cpu_second"] == pytest.approx(per_cpu) and r["speedup_vs_full"] == pytest.approx(
+            per_cpu / speed)
+    assert doc["summary"]["full"]["speedup_vs_full"]["mean"] == pytest.approx(1.0)
+    assert doc["examples_per_epoch"] == len(load_corpus("synthetic", synthetic_tokens=4000).train) - 4
+    assert doc["slice"]["train"] == ol.QUICK_SPLIT[0] and doc["layers"]["ess_min"] == ol.ESS_MIN
+    before = (tmp_path / "ol.json").read_text()
+    again = reproduce(tmp_path, "--methods", "full,tree-huffman")  # everything there: nothing trained again
+    assert again["runs"] == json.loads(before)["runs"]
 
 
-def test_other_settings_need_force(tmp_path):
-    reproduce(tmp_path, "--epochs", "1", "--methods", "full", "--no-energy")
-    assert main(["reproduce", "output-layers", *TINY, "--epochs", "1", "--methods", "full", "--lr", "0.5",
-                 "--out", str(tmp_path / "ol.json"), "--runs-dir", str(tmp_path / "runs"), "--no-energy"]) == 2
+def test_two_processes_fill_one_file(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
+    out, runs = tmp_path / "ol.json", tmp_path / "runs"
+    procs = [subprocess.Popen([sys.executable, "-m", "nplm_edu", "reproduce", "output-layers", *TINY, "--methods", m,
+                               "--out", str(out), "--runs-dir", str(runs)], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for m in ("full", "class-frequency")]
+    for p in procs:
+        assert p.wait(timeout=600) == 0, p.stdout.read()
+    doc = json.loads(out.read_text())
+    assert sorted(r["run"] for r in doc["runs"]) == sorted(f"{m}/seed{s}" for m in ("full", "class-frequency")
+                                                           for s in (0, 1, 2))
+    assert doc["summary"]["class-frequency"]["time_to_quality"] is not None  # whichever process merged last
+
+
+class Guarded(Corpus):
+    """A corpus whose test windows may be read only while ``open``."""
+
+    open = False
+
+    def windows(self, split, n):
+        if split == "test":
+            assert Guarded.open, "the test split was read during the learning-rate choice"
+            Guarded.reads += 1
+        return super().windows(split, n)
+
+
+def test_the_test_split_is_read_once_per_seed_and_never_for_the_grid(tmp_path, monkeypatch):
+    corpus = load_corpus("synthetic", synthetic_tokens=4000)
+    Guarded.reads = 0
+    monkeypatch.setattr(ol, "comparison_data", lambda spec, quick: Guarded(corpus.name, corpus.vocab, corpus.ids,
+                                                                            corpus.bounds))
+    grid = ol.choose_lr
+
+    def guarded_grid(*args, **kw):
+        Guarded.open = False
+        choice = grid(*args, **kw)
+        Guarded.open = True
+        return choice
+
+    monkeypatch.setattr(ol, "choose_lr", guarded_grid)
+    opts = ol.OutputLayersOptions(methods="class-frequency,nce", quick=True, runs_dir=str(tmp_path / "runs"))
+    ol.run_output_layers(opts, out=tmp_path / "ol.json", quiet=True)
+    doc = json.loads((tmp_path / "ol.json").read_text())
+    nce = [r for r in doc["runs"] if r["method"] == "nce"]
+    assert len(doc["runs"]) >= 4 and all(math.isfinite(r["test_log_Z_mean"]) for r in nce)
+    assert Guarded.reads == len(doc["runs"]) + len(nce)  # each seed's test perplexity; NCE's log Z once more
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_killed_process_resumes_from_its_run_folders(tmp_path, monkeypatch):
+    per_epoch = -(-(len(load_corpus("synthetic", synthetic_tokens=4000).train) - 4) // ol.TRAIN.batch)
+
+    class Dying(TimedBackend):
+        updates = 0
+
+        def update(self, *args):
+            Dying.updates += 1
+            if Dying.updates > 3 * per_epoch + per_epoch // 2:  # in seed 0's second epoch, after the grid's three
+                raise Killed()
+            return super().update(*args)
+
+    opts = ol.OutputLayersOptions(methods="tree-huffman", quick=True, runs_dir=str(tmp_path / "runs"))
+    monkeypatch.setattr(ol, "TimedBackend", Dying)
+    with pytest.raises(Killed):
+        ol.run_output_layers(opts, SPEC, out=tmp_path / "ol.json", quiet=True)
+    monkeypatch.setattr(ol, "TimedBackend", TimedBackend)
+    folders = sorted((tmp_path / "runs" / "ol" / "tree-huffman").glob("lr*-seed0"))
+    kept = {f.name: json.loads((f / "history.json").read_text())["epochs"] for f in folders}
+    assert len(kept) == 3 and all(len(e) == 1 for e in kept.values())  # the grid's epoch, then killed
+    ol.run_output_layers(opts, SPEC, out=tmp_path / "ol.json", quiet=True)
+    doc = json.loads((tmp_path / "ol.json").read_text())
+    (row,) = [r for r in doc["runs"] if r["run"] == "tree-huffman/seed0"]
+    done = kept[f"lr{row['lr']:g}-seed0"]
+    assert [e["valid_ppl"] for e in row["history"][:len(done)]] == [round(e["valid_ppl"], 4) for e in done]
+    assert len(doc["runs"]) == 3 and row["epochs"] > len(done)
+
+
+@pytest.mark.parametrize("method", ["differentiated", "adaptive", "is-ess"])
+def test_new_layers_sum_to_one_and_train_through_the_trainer(method):
+    corpus = load_corpus("synthetic", synthetic_tokens=6000)
+    model, desc = build_model(method, corpus, NPLMConfig(V=corpus.V, seed=1, **ol.NETWORK), ol.OutputLayersOptions())
+    c, _ = corpus.windows("valid", model.order)
+    assert np.allclose(model.probs(c[:50]).sum(axis=1), 1.0, atol=1e-5)  # float32 network, float64 sums
+    cfg = TrainConfig(epochs=2, batch=32, lr=1.0, seed=0, threads=1)
+    hist = train(model, corpus, cfg, quiet=True, backend=TimedBackend(model, cfg))["epochs"]
+    assert hist[-1]["valid_ppl"] < hist[0]["valid_ppl"] < corpus.V
+    if method == "is-ess":  # the sample sizes of each epoch's batches
+        assert all(100 <= e["k_min"] <= e["k_mean"] <= e["k_max"] <= 2000 for e in hist)
+    else:
+        assert desc["cutoffs"] == [round(corpus.V * 2000 / 17907), round(corpus.V * 6000 / 17907)]
+    assert np.allclose(model.probs(c[:50]).sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_the_bands_are_brown_s_on_brown():
+    from nplm_edu.experiments.output_methods import band_cutoffs, band_widths
+
+    assert band_cutoffs(17_907) == [2000, 6000] and band_widths(100, 3) == [60, 25, 15]
+    assert band_cutoffs(100) == [11, 34] and band_cutoffs(3) == [1] and band_cutoffs(2) == [1]
 
 
 @pytest.mark.parametrize("extra, message", [
     (["--n-classes", "0"], "between 1 and |V|"),
-    (["--n-classes", "100000"], "between 1 and |V|"),
     (["--k-nce", "0", "--methods", "nce"], "--k-nce (the number of samples k) must be"),
     (["--k-is", "-1", "--methods", "is"], "--k-is (the number of samples k) must be"),
     (["--methods", "softmax"], "unknown method"),
+    (["--methods", ","], "--methods names no method"),
     (["--methods", "class-file"], "--class-file is needed by the class-file method"),
+    (["--seeds", "5"], "--seeds must be some of the protocol's seeds 0,1,2"),
+    (["--seeds", "a"], "--seeds must be some of the protocol's seeds"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, extra, message):
-    argv = ["reproduce", "output-layers", *TINY, "--epochs", "1", "--no-energy", "--out", str(tmp_path / "x.json"),
-            "--runs-dir", str(tmp_path / "runs"), *extra]
+    argv = ["reproduce", "output-layers", *TINY, "--out", str(tmp_path / "x.json"), "--runs-dir",
+            str(tmp_path / "runs"), *extra]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and message in err and "\n" not in err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_file_of_other_settings_needs_force_and_an_old_file_is_replaced(tmp_path, capsys):
+    old = tmp_path / "ol.json"
+    old.write_text(json.dumps({"target": "output-layers", "settings": {}, "rows": []}))  # before the protocol
+    reproduce(tmp_path, "--methods", "tree-huffman", "--seeds", "0")
+    reproduce(tmp_path, "--methods", "tree-huffman", "--k-nce", "30", status=2)
+    assert "made with other settings" in capsys.readouterr().err
 
 
 def test_class_file_must_cover_the_vocabulary(tmp_path):
@@ -98,7 +213,8 @@ def test_class_file_must_cover_the_vocabulary(tmp_path):
     bad.write_text(f"{words[0]} x\n")
     with pytest.raises(UserError, match="expected 'word class'"):
         read_class_file(bad, corpus.vocab)
-    assert parse_methods("nce,class-file", str(good)) == ["full", "class-file", "nce"]
+    assert parse_methods("nce,class-file", str(good)) == ["class-file", "nce"]
+    assert parse_methods(None, None) == [m for m in METHODS if m != "class-file"]
 
 
 def test_energy_slice_has_its_own_vocabulary():
@@ -110,68 +226,3 @@ def test_energy_slice_has_its_own_vocabulary():
     same = [corpus.vocab.words[i] for i in corpus.train[:50]]  # the same text, words kept or <unk>
     got = small.vocab.decode(small.train[:50])
     assert all(g == w or g == "<unk>" for g, w in zip(got, same))
-
-
-def test_a_diverging_method_is_recorded_and_the_others_go_on(tmp_path):
-    doc = reproduce(tmp_path, "--epochs", "1", "--methods", "full,tree-huffman", "--lr", "1e6", "--no-energy")
-    rows = {r["method"]: r for r in doc["rows"]}
-    assert "diverged" in rows["full"] and "diverged" in rows["tree-huffman"]  # both recorded, none stopped the run
-    assert "try a smaller learning rate" in rows["full"]["diverged"]
-
-
-def test_timing_of_an_epoch_resumed_inside_is_flagged():
-    from types import SimpleNamespace
-
-    from nplm_edu.experiments.output_methods import TimedBackend
-    from nplm_edu.models.nplm import NPLM, NPLMConfig
-    from nplm_edu.training.trainer import TrainConfig
-
-    backend = TimedBackend(NPLM(NPLMConfig(V=5, n=2, m=2, h=2)), TrainConfig())
-    backend.load_extra({}, SimpleNamespace(batch_in_epoch=3, drop_state=None, step=10))
-    assert backend.epoch_extra()["timing_partial"] and "timing_partial" not in backend.epoch_extra()
-
-
-@pytest.mark.parametrize("extra, message", [
-    (["--class-file", "/nonexistent"], "--class-file names no file: no class file at /nonexistent"),
-    (["--methods", "is", "--k-is", "0"], "--k-is (the number of samples k) must be a whole number >= 1"),
-    (["--methods", "nce", "--k-nce", "0"], "--k-nce (the number of samples k) must be a whole number >= 1"),
-])
-def test_settings_are_refused_before_anything_trains(tmp_path, capsys, monkeypatch, extra, message):
-    import nplm_edu.experiments.output_layers as ol
-
-    monkeypatch.setattr(ol, "train", lambda *a, **k: pytest.fail("trained before the settings were checked"))
-    monkeypatch.setattr(ol, "table_corpus", lambda *a, **k: pytest.fail("read the corpus first"))
-    assert main(["reproduce", "output-layers", *TINY, "--out", str(tmp_path / "ol.json"), "--runs-dir",
-                 str(tmp_path / "runs"), *extra]) == 2
-    assert message in capsys.readouterr().err
-
-
-def test_results_files_of_one_name_in_two_folders_keep_their_own_runs(tmp_path):
-    args = ["reproduce", "output-layers", *TINY, "--epochs", "1", "--methods", "full", "--no-energy",
-            "--runs-dir", str(tmp_path / "runs")]
-    assert main([*args, "--out", str(tmp_path / "a" / "ol.json")]) == 0
-    first = tmp_path / "runs" / "ol" / "full" / "checkpoint.npz"
-    before = first.read_bytes()
-    assert main([*args, "--lr", "0.5", "--out", str(tmp_path / "b" / "ol.json")]) == 0  # other settings
-    assert first.read_bytes() == before  # the first file's run is still there to resume
-    assert len(list((tmp_path / "runs").glob("ol-*/full/checkpoint.npz"))) == 1
-
-
-def test_a_row_written_by_another_process_meanwhile_is_kept(tmp_path, monkeypatch):
-    import nplm_edu.experiments.output_layers as ol
-
-    train = ol.train
-    out = tmp_path / "ol.json"
-
-    def train_while_another_writes(model, corpus, cfg, **kw):
-        history = train(model, corpus, cfg, **kw)
-        if kw["out_dir"].name == "tree-huffman":  # meanwhile, another process finished class-frequency
-            doc = json.loads(out.read_text())
-            row = {**doc["rows"][0], "method": "class-frequency", "valid_ppl": 123.0}
-            ol.merge_rows(out, doc, {"class-frequency": row}, doc["settings"], corpus, 0.0)
-        return history
-
-    monkeypatch.setattr(ol, "train", train_while_another_writes)
-    doc = reproduce(tmp_path, "--epochs", "1", "--methods", "full,tree-huffman", "--no-energy")
-    assert [r["method"] for r in doc["rows"]] == ["full", "class-frequency", "tree-huffman"]
-    assert doc["rows"][1]["valid_ppl"] == 123.0

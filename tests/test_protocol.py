@@ -231,3 +231,22 @@ def test_the_same_functions_run_a_recurrent_method_and_a_sampled_output_layer(co
     assert all(q["reached"] == 3 for q in reach)  # every run is within 5% of a reference of 1e6 at its first epoch
     first = [r["history"][0]["train_seconds"] for r in nce_rows]
     assert reach[0]["wall_seconds"]["values"] == first
+
+
+def test_a_seed_run_diverging_at_the_chosen_rate_ends_there_and_keeps_its_row(corpus, tmp_path):
+    per_epoch = -(-len(corpus.windows("train", 3)[1]) // CFG.batch)
+
+    class Diverging(SerialBackend):
+        calls = 0
+
+        def update(self, *args):
+            Diverging.calls += 1
+            loss = super().update(*args)
+            return float("nan") if Diverging.calls > per_epoch + 3 else loss  # in the second epoch
+
+    protocol = Protocol(lrs=(0.1, 0.3, 1.0), grid_epochs=1, patience=5, max_epochs=3, seeds=(0, 1, 2))
+    choice = {"lr": 0.3, "grid": {0.1: 9.0, 0.3: 8.0, 1.0: 10.0}}
+    (row,) = run_seeds(nplm_method(corpus.V, backend=Diverging), corpus, protocol, choice, tmp_path, seeds=(1,))
+    assert "try a smaller learning rate" in row["diverged"] and row["epochs"] == 1 and not row["stopped_early"]
+    assert math.isfinite(row["valid_ppl"]) and row["valid_ppl"] == pytest.approx(row["history"][0]["valid_ppl"], rel=1e-6)
+    assert summary([row])["diverged"] == 1

@@ -97,7 +97,7 @@ def test_each_target_offers_its_own_options_with_its_dataclass_defaults(capsys):
            "beyond": {**fields(beyond.NETWORK, beyond.NETWORK_OPTIONS), **fields(beyond.TRAIN, beyond.TRAIN_OPTIONS),
                       **fields(beyond.BeyondOptions())},
            "lr-sweep": fields(lr_sweep.LrSweepOptions()),
-           "output-layers": {**fields(ol.TRAIN, ol.TRAIN_OPTIONS), **fields(ol.OutputLayersOptions())},
+           "output-layers": fields(ol.OutputLayersOptions()),  # its training settings are the protocol's and Table 1's
            "recurrent": fields(recurrent.RecurrentOptions()),
            "central-claim": fields(central_claim.CentralClaimOptions())}
     common = {"-h", "--corpus", "--train-size", "--valid-size", "--test-size", "--min-count", "--corpus-seed", "--synthetic-tokens",

@@ -82,13 +82,6 @@ def _beyond(args) -> int:
     return 0
 
 
-def _output_layers(args) -> int:
-    output_layers.run_output_layers(_train_config(output_layers, args),
-                                    from_options(output_layers.OutputLayersOptions, args), corpus_spec(args),
-                                    args.out, args.quiet)
-    return 0
-
-
 def _options_only(run, options):
     """The handler of a target whose run takes (its options, the corpus, out, quiet)."""
     def handler(args) -> int:
@@ -102,6 +95,7 @@ _ngrams = _options_only(ngrams.run_ngrams, ngrams.NgramsOptions)
 _minibatch = _options_only(minibatch.run_minibatch, minibatch.MinibatchOptions)
 _lr_sweep = _options_only(lr_sweep.run_lr_sweep, lr_sweep.LrSweepOptions)
 _recurrent = _options_only(recurrent.run_recurrent, recurrent.RecurrentOptions)
+_output_layers = _options_only(output_layers.run_output_layers, output_layers.OutputLayersOptions)
 
 # the options of `reproduce recurrent` that override its fixed settings (recurrent.SETTINGS) for every model
 RECURRENT_HELP = {"h": "hidden units", "m": "features per word", "batch": "B, parallel streams",
@@ -204,20 +198,28 @@ def _add_lr_sweep(sub) -> None:
 
 def _add_output_layers(sub) -> None:
     ol = output_layers
-    q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003 (hours on Brown, resumable)",
-                       description="MLP9 trained with the full, class-factored and tree softmaxes, importance "
-                                   "sampling and NCE, side by side; and the energy network of section 5 on a slice.")
+    q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003, by the comparison protocol "
+                                             "(CPU hours on Brown, resumable, parallel)",
+                       description="MLP9 trained with each output layer after 2003 (class-factored, tree, "
+                                   "differentiated and adaptive softmaxes, importance sampling, NCE) by one "
+                                   "protocol: the learning rate chosen on validation, three seeds to early "
+                                   "stopping, time to the full softmax's quality. Processes given different "
+                                   "--methods fill one file.")
     _common(q, _outs("output_layers"))
-    add_options(q, ol.TRAIN, skip=_only(ol.TRAIN, ol.TRAIN_OPTIONS), help=HELP)
+    quick = ol.QUICK_PROTOCOL
     add_options(q, ol.OutputLayersOptions(), help={
-        "methods": "methods to run, e.g. full,nce (default all; the full softmax always runs)",
+        "methods": f"methods to run, comma-separated, from {','.join(ol.METHODS)} (default: all but class-file)",
+        "seeds": "seeds to train, e.g. 0,1 (default: the protocol's 0,1,2)",
         "n_classes": "classes of the class-factored softmax and the clustered tree (default round(sqrt |V|))",
-        "k_is": "samples per batch for importance sampling", "k_nce": "noise samples per batch for NCE",
+        "k_is": "samples per batch for importance sampling (is-ess: the block its sample grows by)",
+        "k_nce": "noise samples per batch for NCE",
         "class_file": "a file of 'word class' lines: adds the class-file method (default: none)",
-        "energy": "also train the energy network of section 5 on a slice",
-        "quick": f"the same pipeline on a slice, at most {ol.QUICK_EPOCHS} epochs, into {_quick('output_layers')}",
-        "runs_dir": f"where methods checkpoint {RUNS_DEFAULT}",
-        "force": "start the results file and the methods' runs again"})
+        "energy": "also train the energy network of section 5 on a slice, 3 epochs, into <out>_energy.json",
+        "quick": f"the same pipeline on a slice ({ol.QUICK_SPLIT[0]:,} training tokens) with a quick protocol "
+                 f"({quick.grid_epochs} epoch per grid value, at most {quick.max_epochs} epochs, patience "
+                 f"{quick.patience}), into {_quick('output_layers')}",
+        "runs_dir": f"where the runs checkpoint {RUNS_DEFAULT}",
+        "force": "train the requested methods' runs again from scratch (and replace a file of other settings)"})
     q.set_defaults(func=_checked(_output_layers))
 
 

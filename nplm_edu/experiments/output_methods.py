@@ -1,8 +1,8 @@
-"""The methods of ``reproduce output-layers``: one network per output layer, a timed trainer backend,
-the exact evaluation, and the slice of Brown the energy network is trained on.
+"""The methods of ``reproduce output-layers``: one network per output layer and a timed trainer backend.
 
 Every method is MLP9 of Table 1 (n 5, h 100, m 30, no direct connections) with another output
-layer; the classes and trees are built from the training set only (its word counts and bigrams)::
+layer; the classes, trees, frequency bands and proposals are built from the training set only (its
+word counts and bigrams)::
 
     full             the paper's softmax (FusedNPLM, the fast path of Table 1)
     class-frequency  class-factored, classes by frequency binning (Mikolov et al. 2011)
@@ -11,10 +11,23 @@ layer; the classes and trees are built from the training set only (its word coun
     tree-huffman     tree softmax, Huffman tree on the training counts
     tree-cluster     tree softmax, the exchange classes joined two by two (Brown et al. 1992),
                      a Huffman tree inside each class
+    differentiated   differentiated softmax (Chen et al. 2016): three frequency bands reading
+                     60, 25 and 15 of the h = 100 hidden units
+    adaptive         adaptive softmax (Grave et al. 2017): a head and two tails reading h/4 = 25 and
+                     h/16 = 6 projected features
     is               importance sampling, unigram proposal, k samples (Bengio & Senecal 2003)
     is-adaptive      importance sampling, unigram adapted to the network during training
+    is-ess           importance sampling as Bengio & Senecal ran it: the adaptive proposal and the
+                     sample grown by blocks of k until the effective sample size reaches 50
+                     (at most 2,000 words a batch); the sample sizes of each epoch are recorded
     is-target        importance sampling with the target among the candidates (sampled softmax)
     nce              noise-contrastive estimation, k unigram noise words, normalizer fixed to 1
+
+The frequency bands, fixed before any run, are those of Brown's |V| = 17,907 ranked by training
+count: the 2,000 most frequent words, the next 4,000, the other 11,907 (:data:`BANDS`; for another
+vocabulary the same fractions of |V|). The differentiated softmax gives them 60, 25 and 15 hidden
+units (:data:`DIFF_WIDTHS`, fractions of h); the adaptive softmax's head is the first band plus two
+tail tokens, its tails the other two bands (``div`` 4).
 """
 
 from __future__ import annotations
@@ -24,14 +37,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.corpus import Corpus, Vocabulary
-from ..data.vocab import UNK
 from ..errors import UserError
+from ..models.adaptive_softmax import AdaptiveSoftmax
 from ..models.class_softmax import ClassSoftmax, check_n_classes, default_n_classes, frequency_classes
+from ..models.differentiated_softmax import DifferentiatedSoftmax
 from ..models.ngram.classes import exchange_classes
 from ..models.nplm import NPLMConfig
-from ..models.sampled_softmax import (AdaptiveImportanceSampling, ImportanceSampling, ImportanceSamplingWithTarget,
-                                      NCESoftmax, SampledSoftmax)
+from ..models.sampled_softmax import (AdaptiveImportanceSampling, ESSImportanceSampling, ImportanceSampling,
+                                      ImportanceSamplingWithTarget, NCESoftmax, SampledSoftmax)
 from ..models.sparse_output import train_counts
 from ..models.tree_softmax import TreeSoftmax
 from ..models.trees import Tree, cluster_merges, huffman_merges
@@ -40,13 +53,18 @@ from ..numerics.sparse import SparseNPLM
 from ..training.checkpoint import data_fingerprint
 from ..training.backends import SerialBackend
 
-METHODS = ("full", "class-frequency", "class-exchange", "class-file", "tree-huffman", "tree-cluster", "is",
-           "is-adaptive", "is-target", "nce")
+METHODS = ("full", "class-frequency", "class-exchange", "class-file", "tree-huffman", "tree-cluster", "differentiated",
+           "adaptive", "is", "is-adaptive", "is-ess", "is-target", "nce")
 EXCHANGE_PASSES = 3  # as the class-based n-grams of Table 1
+BROWN_V = 17_907
+BANDS = (2_000, 6_000)  # frequency ranks where the second and third bands start, for |V| = 17,907
+DIFF_WIDTHS = (0.6, 0.25, 0.15)  # the hidden units each band reads, as fractions of h: 60, 25, 15 of 100
+ADAPTIVE_DIV = 4  # the adaptive softmax's tail i reads h / 4^i features
+ESS_MIN, K_MAX = 50.0, 2_000  # is-ess: the effective sample size to reach, the largest sample of a batch
 
 
 def parse_methods(text: str | None, class_file: str | None) -> list[str]:
-    """'nce,full' -> ['full', 'nce'] (table order, the full softmax always first); all by default."""
+    """'nce,full' -> ['full', 'nce'] (table order); all by default (class-file only with a class file)."""
     if text is None:
         names = [m for m in METHODS if m != "class-file" or class_file]
     else:
@@ -57,7 +75,9 @@ def parse_methods(text: str | None, class_file: str | None) -> list[str]:
     if "class-file" in names and not class_file:
         raise UserError("class_file is needed by the class-file method (a file of 'word class' lines)",
                         setting="class_file")
-    return [m for m in METHODS if m in set(names) | {"full"}]
+    if not names:
+        raise UserError("methods names no method: give one or more of " + ", ".join(METHODS), setting="methods")
+    return [m for m in METHODS if m in set(names)]
 
 
 def read_class_file(path, vocab) -> np.ndarray:
@@ -101,34 +121,86 @@ def exchange_labels(corpus, n_classes: int, cache: Path | None, quiet: bool) -> 
     return labels
 
 
-def build_model(method: str, corpus, net: NPLMConfig, opts, cache: Path | None = None, quiet: bool = True):
-    """(model, description of its output layer) for one method (module docstring)."""
-    V, h = corpus.V, net.h
-    counts = train_counts(corpus.train, V)
-    C = check_n_classes(opts.n_classes, V) if opts.n_classes is not None else default_n_classes(V)
-    if method == "full":
-        return FusedNPLM(net), {"cost_per_example": V}
+def band_cutoffs(V: int) -> list[int]:
+    """Where the second and third frequency bands start (:data:`BANDS`), as the same fractions of |V|
+    for a vocabulary other than Brown's; at least one cutoff, each between 1 and |V| - 1."""
+    cut = sorted({min(V - 1, max(1, round(V * c / BROWN_V))) for c in BANDS})
+    return cut or [1]
+
+
+def band_widths(h: int, bands: int) -> list[int]:
+    """The hidden units each band of the differentiated softmax reads (:data:`DIFF_WIDTHS` of h, the
+    rest to the first band), each at least 1."""
+    w = [max(1, round(h * f)) for f in DIFF_WIDTHS[1:bands]]
+    return [h - sum(w)] + w
+
+
+def expected(counts: np.ndarray, cost: np.ndarray) -> float:
+    """The mean of a per-word cost (|V|,) under the training unigram."""
+    return round(float(counts @ cost / max(counts.sum(), 1)), 1)
+
+
+def class_or_tree_layer(method: str, corpus, counts, h: int, C: int, opts, cache, quiet: bool):
+    """A class-factored or tree softmax, and its description."""
     if method.startswith("class-"):
         labels = {"class-frequency": lambda: frequency_classes(counts, C),
                   "class-exchange": lambda: exchange_labels(corpus, C, cache, quiet),
                   "class-file": lambda: read_class_file(opts.class_file, corpus.vocab)}[method]()
-        layer = ClassSoftmax(V, h, labels)
-        p = counts / max(counts.sum(), 1)
-        desc = {"n_classes": layer.n_classes, "largest_class": int(layer.sizes.max()),
-                "cost_per_example": round(layer.n_classes + float(p @ layer.sizes[layer.labels]), 1)}
-    elif method.startswith("tree-"):
-        merges = (huffman_merges(counts) if method == "tree-huffman"
-                  else cluster_merges(corpus.train, exchange_labels(corpus, C, cache, quiet), counts))
-        tree = Tree(merges, V)
-        layer = TreeSoftmax(V, h, tree)
-        desc = {"mean_depth": round(tree.mean_depth(counts), 2), "max_depth": int(tree.depth.max()),
-                "cost_per_example": round(tree.mean_depth(counts), 2)}
+        layer = ClassSoftmax(corpus.V, h, labels)
+        return layer, {"n_classes": layer.n_classes, "largest_class": int(layer.sizes.max()),
+                       "cost_per_example": expected(counts, layer.n_classes + layer.sizes[layer.labels])}
+    merges = (huffman_merges(counts) if method == "tree-huffman"
+              else cluster_merges(corpus.train, exchange_labels(corpus, C, cache, quiet), counts))
+    tree = Tree(merges, corpus.V)
+    return TreeSoftmax(corpus.V, h, tree), {"mean_depth": round(tree.mean_depth(counts), 2),
+                                            "max_depth": int(tree.depth.max()),
+                                            "cost_per_example": round(tree.mean_depth(counts), 2)}
+
+
+def banded_layer(method: str, V: int, counts, h: int):
+    """The differentiated or adaptive softmax on the frequency bands, and its description (the cost in
+    rows of h multiply-adds per example)."""
+    cut = band_cutoffs(V)
+    sizes = np.diff([0, *cut, V])
+    if method == "differentiated":
+        widths = band_widths(h, len(sizes))
+        return (DifferentiatedSoftmax(V, h, cut, widths, counts),
+                {"cutoffs": cut, "widths": widths, "cost_per_example": round(float(sizes @ widths) / h, 1)})
+    layer = AdaptiveSoftmax(V, h, cut, counts, div=ADAPTIVE_DIV)
+    tail_cost = np.r_[0.0, [d + size * d / h for d, size in zip(layer.d, sizes[1:])]]  # Proj_i, then U_i
+    return layer, {"cutoffs": cut, "tail_features": layer.d,
+                   "cost_per_example": round(len(layer.order[:cut[0]]) + layer.n
+                                             + expected(counts, tail_cost[layer.cluster]), 1)}
+
+
+def sampled_layer(method: str, V: int, counts, h: int, opts, seed: int):
+    """Importance sampling or NCE with its number of samples, and its description."""
+    k = opts.k_nce if method == "nce" else opts.k_is
+    if method == "is-ess":
+        k_max = max(K_MAX, k)  # drawn with replacement: a sample may exceed |V|
+        return (ESSImportanceSampling(V, h, counts, k, seed=seed, ess_min=ESS_MIN, k_max=k_max),
+                {"k": k, "ess_min": ESS_MIN, "k_max": k_max, "cost_per_example": None})
+    cls = {"is": ImportanceSampling, "is-adaptive": AdaptiveImportanceSampling,
+           "is-target": ImportanceSamplingWithTarget, "nce": NCESoftmax}[method]
+    return cls(V, h, counts, k, seed=seed), {"k": k, "cost_per_example": k + 1}
+
+
+def build_model(method: str, corpus, net: NPLMConfig, opts, cache: Path | None = None, quiet: bool = True):
+    """(model, description of its output layer) for one method (module docstring); ``opts``: the
+    target's options (``n_classes``, ``k_is``, ``k_nce``, ``class_file``)."""
+    V, h = corpus.V, net.h
+    if method not in METHODS:
+        raise UserError(f"unknown method {method!r}: choose from {', '.join(METHODS)}", setting="methods")
+    if method == "full":
+        return FusedNPLM(net), {"cost_per_example": V}
+    counts = train_counts(corpus.train, V)
+    C = check_n_classes(opts.n_classes, V) if opts.n_classes is not None else default_n_classes(V)
+    if method.startswith(("class-", "tree-")):
+        layer, desc = class_or_tree_layer(method, corpus, counts, h, C, opts, cache, quiet)
+    elif method in ("differentiated", "adaptive"):
+        layer, desc = banded_layer(method, V, counts, h)
     else:
-        k = opts.k_nce if method == "nce" else opts.k_is
-        cls = {"is": ImportanceSampling, "is-adaptive": AdaptiveImportanceSampling,
-               "is-target": ImportanceSamplingWithTarget, "nce": NCESoftmax}[method]
-        layer = cls(V, h, counts, k, seed=net.seed)
-        desc = {"k": k, "cost_per_example": k + 1}
+        layer, desc = sampled_layer(method, V, counts, h, opts, net.seed)
     return SparseNPLM(net, layer), desc
 
 
@@ -137,7 +209,8 @@ class TimedBackend(SerialBackend):
     this process's CPU seconds (fairer on a shared machine: time spent waiting for a core is not
     counted); each epoch's seconds go into the history (``train_seconds``, ``train_cpu_seconds``,
     ``valid_seconds``; ``timing_partial`` for an epoch resumed from a checkpoint inside it, whose
-    updates before the interruption were not timed)."""
+    updates before the interruption were not timed); for a layer whose sample size varies (is-ess),
+    the mean, least and largest sample size of the epoch's batches (``k_mean``, ``k_min``, ``k_max``)."""
 
     def __init__(self, model, config):
         super().__init__(model, config)
@@ -163,6 +236,10 @@ class TimedBackend(SerialBackend):
 
     def epoch_extra(self) -> dict:
         out = {"train_seconds": self.t_train, "train_cpu_seconds": self.t_train_cpu, "valid_seconds": self.t_valid}
+        k_used = getattr(getattr(self.model, "output", None), "k_used", None)
+        if k_used:  # a sample size set batch by batch: how large it was this epoch
+            out.update(k_mean=float(np.mean(k_used)), k_min=int(min(k_used)), k_max=int(max(k_used)))
+            k_used.clear()
         if self.partial:
             out["timing_partial"] = True
         self.t_train = self.t_train_cpu = self.t_valid = 0.0
@@ -170,51 +247,19 @@ class TimedBackend(SerialBackend):
         return out
 
 
-def evaluate(model, corpus, batch: int = 1024) -> dict:
-    """Exact valid and test perplexities; test-set examples/s of that exact evaluation; for the sampled
-    objectives also log Z over the test set and the self-normalized perplexity exp(-mean y_w)."""
-    n = model.order
-    out = {}
-    for split in ("valid", "test"):
-        ctx, tgt = corpus.windows(split, n)
-        t0, c0 = time.perf_counter(), time.process_time()
-        out[f"{split}_ppl"] = model.perplexity(ctx, tgt, batch)
-        if split == "test":
-            out["eval_seconds"], out["eval_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
-            out["eval_examples_per_s"] = len(tgt) / out["eval_seconds"]
-            out["eval_examples_per_cpu_s"] = len(tgt) / out["eval_cpu_seconds"]
-    out_layer = getattr(model, "output", None)
-    if isinstance(out_layer, SampledSoftmax):
-        ctx, tgt = corpus.windows("test", n)
-        logZ, yt, seconds = [], [], 0.0
-        for i in range(0, len(tgt), batch):
-            inputs = model.forward(ctx[i:i + batch])["inputs"]
-            t0 = time.perf_counter()
-            yt.append(out_layer.log_prob_unnormalized(model.params, inputs, tgt[i:i + batch]))
-            seconds += time.perf_counter() - t0
-            logZ.append(out_layer.log_normalizer(model.params, inputs))
-        logZ, yt = np.concatenate(logZ), np.concatenate(yt)
-        out.update(test_log_Z_mean=float(logZ.mean()), test_log_Z_std=float(logZ.std()),
-                   test_log_Z_abs_mean=float(np.abs(logZ).mean()),
-                   test_ppl_self_normalized=float(np.exp(-yt.mean())),
-                   eval_output_examples_per_s_self_normalized=len(tgt) / max(seconds, 1e-9))
-    return out
-
-
-def energy_slice(corpus, sizes: tuple[int, int, int], min_count: int = 4):
-    """The first ``sizes`` = (train, valid, test) tokens of each split of ``corpus``, with a vocabulary of
-    their own: words seen fewer than ``min_count`` times in the slice become <unk> (the paper's rule,
-    applied to the slice). The energy network's cost grows with |V|, hence the slice."""
-    parts = [corpus.split(s)[:k] for s, k in zip(("train", "valid", "test"), sizes)]
-    ids = np.concatenate(parts)
-    counts = np.bincount(ids, minlength=corpus.V)
-    unk = corpus.vocab.unk
-    keep = np.flatnonzero((counts >= min_count) & (np.arange(corpus.V) != unk))
-    keep = keep[np.lexsort((keep, -counts[keep]))]  # most frequent first
-    new = np.full(corpus.V, len(keep), np.int32)  # everything else: <unk>, the last id
-    new[keep] = np.arange(len(keep))
-    words = [corpus.vocab.words[i] for i in keep] + [UNK]
-    slice_counts = np.r_[counts[keep], counts.sum() - counts[keep].sum()]
-    a, b = len(parts[0]), len(parts[0]) + len(parts[1])
-    return Corpus(name=f"{corpus.name}[slice {sizes[0]}/{sizes[1]}/{sizes[2]}]",
-                  vocab=Vocabulary(words, slice_counts), ids=new[ids], bounds=(a, b))
+def sampled_extra(model, corpus, batch: int = 1024) -> dict:
+    """For a network trained by a sampled objective: over the test set, log Z = log sum_v exp(y_v) (mean,
+    std, mean of |log Z|: 0 for a self-normalized network) and the self-normalized perplexity
+    exp(-mean y_w); {} for any other network."""
+    layer = getattr(model, "output", None)
+    if not isinstance(layer, SampledSoftmax):
+        return {}
+    ctx, tgt = corpus.windows("test", model.order)
+    logZ, yt = [], []
+    for i in range(0, len(tgt), batch):
+        inputs = model.forward(ctx[i:i + batch])["inputs"]
+        yt.append(layer.log_prob_unnormalized(model.params, inputs, tgt[i:i + batch]))
+        logZ.append(layer.log_normalizer(model.params, inputs))
+    logZ, yt = np.concatenate(logZ), np.concatenate(yt)
+    return {"test_log_Z_mean": float(logZ.mean()), "test_log_Z_std": float(logZ.std()),
+            "test_log_Z_abs_mean": float(np.abs(logZ).mean()), "test_ppl_self_normalized": float(np.exp(-yt.mean()))}

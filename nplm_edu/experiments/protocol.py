@@ -42,6 +42,7 @@ size set by the effective sample size.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
@@ -51,7 +52,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import UserError
-from ..training.checkpoint import TrainingDiverged
+from ..training.checkpoint import TrainingDiverged, load_checkpoint, set_params
 from ..training.trainer import train
 from .skeleton import merge_results, read_results, rounded_history, run_folder
 
@@ -135,12 +136,14 @@ def window_ppl(model, corpus, split: str) -> float:
 class Method:
     """A method under the protocol: ``build(lr, seed)`` -> (model, TrainConfig[, backend]);
     ``score(model, corpus, split)`` -> that split's perplexity (default :func:`window_ppl`);
-    ``stamp``: what else decides its numbers (kept with each run, checked on resume)."""
+    ``stamp``: what else decides its numbers (kept with each run, checked on resume); ``extra(model,
+    corpus)`` -> more fields for each seed's row, measured once with the test perplexity (None: none)."""
 
     name: str
     build: Callable
     score: Callable = window_ppl
     stamp: dict = field(default_factory=dict)
+    extra: Callable | None = None
 
 
 def run_dir(root, method: Method, lr: float, seed: int) -> Path:
@@ -196,20 +199,22 @@ def seed_row(method: Method, model, history: dict, corpus, choice: dict, seed: i
             "lr_grid": {f"{lr:g}": v for lr, v in choice["grid"].items()},
             "valid_ppl": method.score(model, corpus, "valid"), "test_ppl": method.score(model, corpus, "test"),
             "epochs": len(epochs), "best_epoch": history.get("best_epoch"),
-            "stopped_early": bool(history.get("stopped_early")),
+            "stopped_early": bool(history.get("stopped_early")), "diverged": history.get("diverged"),
             "reached_max_epochs": len(epochs) >= protocol.max_epochs and not history.get("stopped_early"),
             "wall_seconds_training": round(sum(e.get("seconds", 0.0) for e in epochs), 2),
             "cpu_seconds_training": round(sum(e.get("cpu_seconds", 0.0) for e in epochs), 2),
-            "history": rounded_history(epochs)}
+            **(method.extra(model, corpus) if method.extra is not None else {}), "history": rounded_history(epochs)}
 
 
 def run_seeds(method: Method, corpus, protocol: Protocol, choice: dict, root, out=None, target: str | None = None,
-              doc: dict | None = None, seeds=None, force: bool = False, quiet: bool = True) -> list[dict]:
+              doc: dict | None = None, seeds=None, force: bool = False, quiet: bool = True,
+              finish: Callable | None = None) -> list[dict]:
     """The chosen setting (``choice`` of :func:`choose_lr`) trained to early stopping (or ``max_epochs``)
     for every seed of the protocol (or ``seeds``, a subset: one process per subset), each a resumable run
     folder; test perplexity scored once per seed. With ``out``: a seed already in the results file is not
     trained or scored again, and each new row is merged into the file (``target``'s, with ``doc``'s
-    header) as soon as it is done. Returns the rows of these seeds."""
+    header) as soon as it is done (``finish``: what the target adds to the merged file, as
+    :func:`write_rows`). Returns the rows of these seeds."""
     protocol.validate()
     seeds = protocol.seeds if seeds is None else tuple(seeds)
     if any(s not in protocol.seeds for s in seeds):
@@ -221,12 +226,29 @@ def run_seeds(method: Method, corpus, protocol: Protocol, choice: dict, root, ou
         if key in done and done[key].get("lr") == choice["lr"]:
             rows.append(done[key])
             continue
-        model, history = train_run(method, corpus, choice["lr"], seed, protocol.max_epochs, protocol, root,
-                                   force, quiet)
+        try:
+            model, history = train_run(method, corpus, choice["lr"], seed, protocol.max_epochs, protocol, root,
+                                       force, quiet)
+        except TrainingDiverged as e:
+            model, history = diverged_run(method, choice["lr"], seed, root, e)
         rows.append(seed_row(method, model, history, corpus, choice, seed, protocol))
         if out is not None:
-            write_rows(out, target, doc or {}, rows[-1:], protocol)
+            write_rows(out, target, doc or {}, rows[-1:], protocol, finish=finish)
     return rows
+
+
+def diverged_run(method: Method, lr: float, seed: int, root, error: TrainingDiverged):
+    """A seed's run that diverged at the chosen rate ends there, as an early stop would: (its model with
+    the best parameters of the last validated checkpoint, its history with ``diverged``: the trainer's
+    line). A run that diverged before any epoch was validated has nothing to score: ``error`` is raised."""
+    folder = run_dir(root, method, lr, seed)
+    if not (folder / "checkpoint.npz").exists() or not (folder / "history.json").exists():
+        raise error
+    built = method.build(lr, seed)
+    _, params, best, _ = load_checkpoint(folder / "checkpoint.npz")
+    set_params(built[0], best if best is not None else params)
+    history = json.loads((folder / "history.json").read_text(encoding="utf-8"))
+    return built[0], {**history, "stopped_early": False, "diverged": str(error)}
 
 
 # --------------------------------------------------------------------------- the results file
@@ -248,13 +270,17 @@ def with_summaries(doc: dict) -> dict:
             "summary": {m: summary(rows) for m, rows in by_method.items()}, "runs": doc["runs"]}
 
 
-def write_rows(out, target: str, doc: dict, rows: list[dict], protocol: Protocol, started: float | None = None):
+def write_rows(out, target: str, doc: dict, rows: list[dict], protocol: Protocol, started: float | None = None,
+               finish: Callable | None = None):
     """Merge seed rows into ``out`` under its lock, the protocol's settings written in the file's header
-    and the grid and summaries recomputed from every row there (:func:`with_summaries`)."""
+    and the grid and summaries recomputed from every row there (:func:`with_summaries`); ``finish``: a
+    function of that document returning what is written (what a target computes across methods, such
+    as the time to reach a reference's quality: recomputed by whichever process merges last)."""
     header = {**doc, "protocol": protocol.record()}
+    then = with_summaries if finish is None else (lambda d: finish(with_summaries(d)))
     return merge_results(out, target, header, {r["run"]: r for r in rows},
                          time.monotonic() if started is None else started, same=("protocol", *doc), key="run",
-                         then=with_summaries, field="runs")
+                         then=then, field="runs")
 
 
 # --------------------------------------------------------------------------- what the seeds show
@@ -274,7 +300,8 @@ def summary(rows: list[dict]) -> dict:
     return {"seeds": [r["seed"] for r in rows], "lr": rows[0]["lr"] if rows else None,
             "valid_ppl": mean_std(r["valid_ppl"] for r in rows), "test_ppl": mean_std(r["test_ppl"] for r in rows),
             "epochs": [r["epochs"] for r in rows], "stopped_early": sum(bool(r["stopped_early"]) for r in rows),
-            "reached_max_epochs": sum(bool(r["reached_max_epochs"]) for r in rows)}
+            "reached_max_epochs": sum(bool(r["reached_max_epochs"]) for r in rows),
+            "diverged": sum(bool(r.get("diverged")) for r in rows)}
 
 
 def time_to_quality(history, reference_best: float, within=WITHIN, clock=("seconds", "cpu_seconds")) -> list[dict]:
