@@ -172,15 +172,6 @@ def amdahl_f(R, K):  # chapter 7's parallel fraction: the output block's share o
     return rank0["block"] / rank0["total"]
 
 
-def claim(family, tokens, model, field):  # the central claim on the synthetic grammar, minus a log-probability
-    run = f"central_claim/synthetic[family={family},train_tokens_target={tokens}]/models/{model}"
-    return lambda R: -(R(f"{run}/mean/{field}") if model.startswith("network") else R(f"{run}/{field}"))
-
-
-def removed_margin(R, model):  # nats per token by which the network beats a model on the removed sentences (8,000 tokens)
-    return claim("animal-verb", 8000, model, "heldout")(R) - claim("animal-verb", 8000, "network_learned", "heldout")(R)
-
-
 NOV = "central_claim/brown/novel_trigrams"
 
 
@@ -288,29 +279,7 @@ FIGURES = [
     ("08_results", rf"The paper's five epochs would need about {N} hours", lambda R: 5 * ap_epoch_hours(R), ".0f"),
     # ex-results-3: the slowest of MLP9's epochs (the fastest is the exercise's own output, in OUTPUT_FIGURES)
     ("08_results", rf"\(MLP9's took [\d.]+ to {N} s\)", lambda R: max(e["seconds"] for e in R("table1/rows/MLP9/history")), ".0f"),
-    # chapter 8: the central claim (the prose prints log-probabilities with a minus sign, U+2212)
-    # the removed sentences' perplexities beside the log-probabilities
-    # the network's margin on the removed sentences, nats per token, and what it makes of a sentence of about nine
-    # tokens: e^(9 x the margin as printed, to two decimals)
-    ("08_results", rf"about nine tokens, {N} nats per token make", lambda R: removed_margin(R, "kn5"), ".2f"),
-    ("08_results", rf"\$e\^\{{9 \\times {N}\}} \\approx [\d.]+\$ times more probable under the network than under the 5-gram",
-     lambda R: removed_margin(R, "kn5"), ".2f"),
-    ("08_results", rf"about nine tokens, .{{0,60}}\$e\^\{{9 \\times [\d.]+\}} \\approx {N}\$ times more probable under the network",
-     lambda R: math.exp(9 * round(removed_margin(R, "kn5"), 2)), ".0f"),
-    ("08_results", rf"than under the 5-gram, and {N} nats about", lambda R: removed_margin(R, "interpolated_trigram"), ".2f"),
-    ("08_results", rf"nats about \$e\^\{{9 \\times {N}\}} \\approx [\d.]+\$ times more than under the trigram",
-     lambda R: removed_margin(R, "interpolated_trigram"), ".2f"),
-    ("08_results", rf"nats about \$e\^\{{9 \\times [\d.]+\}} \\approx {N}\$ times more than under the trigram",
-     lambda R: math.exp(9 * round(removed_margin(R, "interpolated_trigram"), 2)), ".0f"),
-    ("08_results", rf"a typical probability of \$e\^\{{-{N}\}}", claim("animal-verb", 8000, "kn5", "completing"), ".3f"),
-    ("08_results", rf"the network gives \$e\^\{{-{N}\}}", claim("animal-verb", 8000, "network_learned", "completing"), ".3f"),
-    # the same two probabilities, e^-x as the prose prints them
-    ("08_results", rf"a typical probability of \$e\^\{{-[\d.]+\}} = {N}\$", lambda R: math.exp(-claim("animal-verb", 8000, "kn5", "completing")(R)), ".3f"),
-    ("08_results", rf"the network gives \$e\^\{{-[\d.]+\}} = {N}\$", lambda R: math.exp(-claim("animal-verb", 8000, "network_learned", "completing")(R)), ".2f"),
-    ("08_results", rf"after the sixth epoch, {N}, is the table's run", f"{NOV}/network/best_valid_ppl", ".3f"),
-    ("08_results", rf"after the sixth epoch, {N}, is the table's run", "table1/rows/MLP9/history/5/valid_ppl", ".3f"),
-    ("08_results", rf"its test perplexity is {N}\), and splits", f"{NOV}/network/test_ppl", ".3f"),
-    # (chapter 8: the new trigrams by substitute and the features fixed in advance are glued from central_claim.json)
+    # (chapter 8: every number of the central claim is glued from central_claim.json)
     # chapter 9: the out-of-vocabulary rule on Brown
     ("09_embeddings", rf"\(−{N} against −[\d.]+ nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_own"), ".3f"),
     ("09_embeddings", rf"\(−[\d.]+ against −{N} nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_unk"), ".3f"),
@@ -701,11 +670,6 @@ OUTPUT_FIGURES = [
     ("08_results", rf"both runs had their best epoch at the {W} and stopped",
      r"MLP1 \(direct\) \d+ (\d+) .*? MLP1-ND \(no direct\) \d+ (\d+) ", lambda *best: "/".join(sorted({nth(b) for b in best}))),
     ("08_results", rf"got to its best validation perplexity first: {W} epochs of", r"MLP1-ND \(no direct\) \d+ (\d+) ", in_words),
-    # the network's margin on new trigrams (the groups by near neighbours): the mean of the two
-    ("08_results", rf"wins on the unseen ones by about {N} nats",
-     r"substitutes: near neighbours in C;.*? unseen; seen with a substitute [\d.]+% [-\d.]+ [-\d.]+ \+([\d.]+) \d+% "
-     r"unseen; not even with a substitute [\d.]+% [-\d.]+ [-\d.]+ \+([\d.]+)",
-     lambda a, b: f"{(a + b) / 2:.2f}"),
     # chapter 8: minibatches, same step per example against K = 1: the largest gap over the four epochs
     ("08_results", rf"tracks the paper's \$K = 1\$ run within {N} at every epoch",
      r"epoch 1 ([\d.]+) ([\d.]+) [\d.]+ epoch 2 ([\d.]+) ([\d.]+) [\d.]+ epoch 3 ([\d.]+) ([\d.]+) [\d.]+ epoch 4 ([\d.]+) ([\d.]+) [\d.]+ minutes",
