@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UserError, check_field_types, check_seed
+from ..errors import UserError
 from .attention import gelu, gelu_backward, layer_norm, layer_norm_backward, self_attention, self_attention_backward
-from .nplm import check_dtype
+from .nplm import check_common
 from .output import FullSoftmax
 from .rnn import check_batch
 
@@ -67,17 +67,13 @@ class TransformerConfig:
     seed: int = 0
 
     def validate(self) -> None:
-        check_field_types(self)
-        if self.V < 2:
-            raise UserError(f"vocabulary size must be at least 2, got {self.V}")
+        check_common(self)
         for name in ("n_ctx", "m", "heads", "layers", "d_ff"):
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be at least 1, got {getattr(self, name)}", setting=name)
         if self.m % self.heads:
             raise UserError(f"heads must divide m (each head reads m / heads features), got m={self.m}, "
                             f"heads={self.heads}", setting="heads")
-        check_dtype(self.dtype)
-        check_seed(self.seed)
 
 
 def key(layer: int, name: str) -> str:
