@@ -198,3 +198,27 @@ def test_float32_stays_float32():
     loss, grads = model.loss_and_grads(*windows())
     assert all(g.dtype == np.float32 for g in grads.values()), {k: g.dtype for k, g in grads.items()}
     assert model.forward(windows()[0])["inputs"]["U"].dtype == np.float32
+
+
+def test_read_as_a_window_model_and_sampled_like_a_recurrent_one():
+    from nplm_edu.analysis.sampling import sample
+    from nplm_edu.models.transformer import WindowReader
+
+    model = tiny(False)
+    lm = WindowReader(model)
+    X, Y = windows()
+    assert lm.order == 6 and lm.num_params() == model.num_params()
+    np.testing.assert_allclose(lm.log_prob(X, Y[:, -1]), np.log(lm.probs(X)[np.arange(3), Y[:, -1]]), atol=1e-12)
+    prompt = [3, 1, 4]  # shorter than the window of 5: the window grows, then slides
+    drawn = sample(lm, prompt, np.random.default_rng(0), length=6, samples=2)
+    assert np.asarray(drawn).shape == (2, 6)
+    # by hand: each word drawn from the model's distribution after the last (at most 5) words read
+    rng, words, first = np.random.default_rng(0), [list(prompt), list(prompt)], []
+    for t in range(6):
+        p = model.probs(np.array([w[-5:] for w in words]))[:, -1]  # (2, |V|)
+        c = np.cumsum(p, axis=1)
+        u = rng.random(2) * c[:, -1]
+        w = np.minimum((c < u[:, None]).sum(axis=1), 12)
+        for r in range(2):
+            words[r].append(int(w[r]))
+    assert [w[3:] for w in words] == [list(map(int, d)) for d in drawn]

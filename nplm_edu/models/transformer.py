@@ -44,6 +44,7 @@ import numpy as np
 from ..errors import UserError
 from .attention import gelu, gelu_backward, layer_norm, layer_norm_backward, self_attention, self_attention_backward
 from .nplm import check_common
+from .lm import LanguageModel
 from .output import FullSoftmax
 from .rnn import check_batch
 
@@ -263,3 +264,40 @@ class Transformer:
     def batch_bytes(self, K: int) -> int:
         """A lower bound on one update's memory for K windows of n_ctx words: their scores (K n_ctx, |V|)."""
         return K * self.config.n_ctx * self.V * np.dtype(self.config.dtype).itemsize
+
+
+class WindowReader(LanguageModel):
+    """A Transformer read through the interface of the package's other language models.
+
+    As a window model of order n_ctx + 1 (``order``, :meth:`probs`, :meth:`log_prob` of contexts
+    (K, n_ctx)): each word from the n_ctx words before it, at the window's last position. For drawing
+    text (:func:`nplm_edu.analysis.sampling.sample`) it reads like a recurrent model whose state is
+    the last n_ctx words read: a prompt of any length (at least one word) is read, the window grows
+    with each word drawn up to n_ctx words, then slides."""
+
+    def __init__(self, model: Transformer):
+        self.model, self.V, self.order = model, model.V, model.order
+        self.output, self.params = model.output, model.params
+
+    def num_params(self) -> int:
+        return self.model.num_params()
+
+    def log_prob(self, contexts, targets) -> np.ndarray:
+        return self.model.next_log_prob(contexts, targets)
+
+    def probs(self, contexts) -> np.ndarray:
+        return self.model.probs(contexts)[:, -1]  # (K, |V|) at the last position
+
+    # ----------------------------------------------------------------- read like a recurrent model
+    def initial_state(self, B: int) -> tuple:
+        """No word read yet: (B, n_ctx) ids, -1 where no word stands (the window fills from the right)."""
+        return (np.full((B, self.model.config.n_ctx), -1, np.int64),)
+
+    def forward(self, X, state) -> dict:
+        """Read X (B, T) after the words of ``state``: the last position's features (B, m) as the
+        output layer's input, and the new state (the last n_ctx words read, the same count in every row)."""
+        words = np.concatenate([state[0], np.asarray(X, np.int64)], axis=1)[:, -self.model.config.n_ctx:]
+        n = int((words[0] >= 0).sum())  # the words read so far, at most n_ctx
+        K = words.shape[0]
+        a = self.model.forward(words[:, -n:])["inputs"]["U"].reshape(K, n, -1)[:, -1]  # (B, m)
+        return {"inputs": {"U": a}, "state": (words,)}
