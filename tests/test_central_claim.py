@@ -136,7 +136,7 @@ def test_two_processes_filling_one_file_keep_both_rows(tmp_path):
 
 
 def test_cli_errors():
-    for args in (["--families", "cat-dog"], ["--no-synthetic", "--no-brown"]):
+    for args in (["--families", "cat-dog"], ["--no-synthetic", "--no-brown"], ["--brown-parts", "ngrams"]):
         out = subprocess.run([sys.executable, "-m", "nplm_edu", "reproduce", "central-claim", *args],
                              capture_output=True, text=True)
         assert out.returncode == 2 and out.stderr.startswith("error:") and "Traceback" not in out.stderr

@@ -254,6 +254,7 @@ def _add_central_claim(sub) -> None:
     add_options(q, central_claim.CentralClaimOptions(), help={
         "synthetic": "the synthetic-grammar part (minutes)", "brown": "the Brown part (hours; needs the corpus)",
         "families": "the synthetic families to run: all, or a comma list of animal-verb, time-animal",
+        "brown_parts": "the Brown experiments to run: all, novel-trigrams (hours) or fixed-features (hours)",
         "quick": "the whole pipeline, small and short",
         "runs_dir": f"where the networks checkpoint {RUNS_DEFAULT}", "force": "train the networks again"})
     q.set_defaults(func=_checked(_central_claim))

@@ -37,7 +37,8 @@ tokens (sparse and plentiful data).
 The design (families, sizes, groups) was settled on a development sample (corpus seed 100); the
 reported numbers use corpus seed 0. The Brown part is in :mod:`.central_claim_brown`. Results:
 ``data/results/central_claim.json``, resumable (rerun the command) and parallel-safe (two processes,
-say ``--no-brown`` in one and ``--no-synthetic`` in the other, keep both's rows).
+say ``--no-brown`` in one and ``--no-synthetic`` in the other, keep both's rows; ``--brown-parts`` splits
+the Brown part in two).
 
     python -m nplm_edu reproduce central-claim              # synthetic grammar and Brown
     python -m nplm_edu reproduce central-claim --no-brown   # the synthetic grammar only (minutes)
@@ -60,7 +61,7 @@ from ..models.ngram import InterpolatedTrigram, KneserNey
 from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig
-from .central_claim_brown import brown_design, run_brown
+from .central_claim_brown import PARTS as BROWN_PARTS, brown_design, run_brown
 from .claim_runs import Ctx, SplitScores, gap, rms, tables, train_seeds
 from .protocol import PROTOCOL, Method
 from .skeleton import results_file, runs_for
@@ -80,13 +81,15 @@ GROUPS = ("completing", "after", "other")
 @dataclass
 class CentralClaimOptions:
     """``synthetic`` / ``brown``: which parts this process runs (two processes may fill one results file);
-    ``families``: the synthetic families to run ("all" or a comma list); ``quick``: the whole pipeline
+    ``families``: the synthetic families to run ("all" or a comma list); ``brown_parts``: the Brown
+    experiments to run ("all", "novel-trigrams" or "fixed-features"); ``quick``: the whole pipeline
     small and short (into runs/results/central_claim_quick.json); ``runs_dir``: where the networks
     checkpoint; ``force``: train them again from scratch."""
 
     synthetic: bool = True
     brown: bool = True
     families: str = "all"
+    brown_parts: str = "all"
     quick: bool = False
     runs_dir: str | None = None
     force: bool = False
@@ -97,6 +100,13 @@ class CentralClaimOptions:
         if bad or not names:
             raise UserError(f"families: unknown family {bad[0] if bad else '(none)'!r}: use 'all' or names among "
                             f"{', '.join(FAMILIES)}", setting="families")
+        return names
+
+    def brown_list(self) -> list[str]:
+        names = list(BROWN_PARTS) if self.brown_parts == "all" else [self.brown_parts]
+        if names[0] not in BROWN_PARTS:
+            raise UserError(f"brown_parts: unknown part {self.brown_parts!r}: use all, {', '.join(BROWN_PARTS)}",
+                            setting="brown_parts")
         return names
 def forms(word: str) -> set[str]:
     """A word and, for an animal, its plural."""
@@ -258,7 +268,7 @@ def header(quick: bool) -> dict:
 def run_central_claim(opts: CentralClaimOptions | None = None, out=None, quiet: bool = False) -> Path:
     """The parts ``opts`` names (module docstring), their rows merged into the results file; returns its path."""
     opts = opts or CentralClaimOptions()
-    families = opts.family_list()
+    families, brown_parts = opts.family_list(), opts.brown_list()
     if not (opts.synthetic or opts.brown):
         raise UserError("nothing to run: both the synthetic and the Brown part are off", setting="synthetic")
     started = time.monotonic()
@@ -274,7 +284,7 @@ def run_central_claim(opts: CentralClaimOptions | None = None, out=None, quiet: 
                     print(f"== {family}, {n_train:,} training tokens", flush=True)
                 run_cell(family, n_train, test, ctx)
     if corpus is not None:
-        run_brown(corpus, ctx, opts.quick)
+        run_brown(corpus, ctx, opts.quick, brown_parts)
     print(f"wrote {out}")
     return out
 

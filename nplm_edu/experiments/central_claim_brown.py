@@ -2,7 +2,7 @@
 here is trained under the comparison protocol (``claim_runs``): its learning rate chosen on validation
 from the grid, then seeds 0, 1, 2 to early stopping, the test set scored once per seed.
 
-1. ``brown/mlp9``: per-token comparison of a trained network with our Kneser-Ney 5-gram on the test tokens
+1. ``novel-trigrams`` (rows ``brown/*``): per-token comparison of a trained network with our Kneser-Ney 5-gram on the test tokens
    whose trigram (w_{t-2}, w_{t-1}, w_t) never occurs in the training set, split by whether replacing
    one of the two context words by one of its 10 nearest neighbours (cosine, in the network's
    trained C) gives a trigram that does (:mod:`nplm_edu.analysis.novelty`); a control replaces
@@ -13,7 +13,7 @@ from the grid, then seeds 0, 1, 2 to early stopping, the test set scored once pe
    that occurs twice or more gets C(j) from its first occurrence (in the training set), and the
    tokens after its later occurrences are scored with C(<unk>), with C(j), and with another such
    word's C(j') (aggregates only). Each seed's network is analysed when its test set is scored.
-2. ``brown-slice/*``, the paper's negative result (section 1.2): the same network on the comparisons'
+2. ``fixed-features`` (rows ``brown-slice/*``), the paper's negative result (section 1.2): the same network on the comparisons'
    slice of Brown (``protocol.COMPARISON_SLICE``: the first 200,000 training tokens, 50,000
    validation tokens, the whole test set), with C learned, with C fixed to the first 30 principal
    components of the co-occurrence rows (:func:`~nplm_edu.analysis.cooccurrence.pca_features`), and
@@ -44,6 +44,7 @@ TRAIN = replace(TABLE1_TRAIN, epochs=1)  # Table 1's SGD (K 128, r 1e-4, weight 
 NEIGHBOURS, ORDER, PCA_CONTEXTS, CONTROL_SEED = 10, 3, 1000, 0  # k nearest neighbours; the n-gram tested (a trigram)
 EXAMPLES = ("Monday", "said", "man", "red", "three")
 VARIANTS = ("learned", "fixed_pca", "fixed_random")
+PARTS = ("novel-trigrams", "fixed-features")
 GROUPS = ("seen", "neighbour_seen", "no_neighbour")
 # --quick: the same pipeline in seconds (a small network, a small slice, a short test)
 QUICK = dict(network=NPLMConfig(V=2, n=5, m=30, h=20, direct=False), sizes=(20_000, 5_000, 5_000),
@@ -152,12 +153,14 @@ def fixed_features(corpus, ctx: Ctx, quick: bool) -> None:
             learned_rms.update({s: r["C_rms"] for s, r in rows.items()})
 
 
-def run_brown(brown, ctx: Ctx, quick: bool) -> None:
-    """Both parts on the loaded Brown corpus (see the module docstring), their rows merged into ``ctx.out``."""
-    if not ctx.quiet:
-        print("== Brown: new trigrams and out-of-vocabulary words", flush=True)
-    novel_trigrams(brown.head(QUICK["sizes"], "quick") if quick else brown, brown, ctx, quick)
-    if not ctx.quiet:
-        print("== Brown: features fixed in advance", flush=True)
-    fixed_features(brown.head(QUICK["sizes"] if quick else COMPARISON_SLICE, "quick" if quick else "comparison"),
-                   ctx, quick)
+def run_brown(brown, ctx: Ctx, quick: bool, parts=PARTS) -> None:
+    """The ``parts`` (module docstring) on the loaded Brown corpus, their rows merged into ``ctx.out``."""
+    if "novel-trigrams" in parts:
+        if not ctx.quiet:
+            print("== Brown: new trigrams and out-of-vocabulary words", flush=True)
+        novel_trigrams(brown.head(QUICK["sizes"], "quick") if quick else brown, brown, ctx, quick)
+    if "fixed-features" in parts:
+        if not ctx.quiet:
+            print("== Brown: features fixed in advance", flush=True)
+        fixed_features(brown.head(QUICK["sizes"] if quick else COMPARISON_SLICE, "quick" if quick else "comparison"),
+                       ctx, quick)
