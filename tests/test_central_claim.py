@@ -109,8 +109,15 @@ def test_the_test_sets_are_never_read_while_the_rate_is_chosen(tmp_path, monkeyp
         events.append(f"score {split}")
         return real_score(self, model, corpus, split)
 
+    real_test = Corpus.test
+
+    def test_split(self):
+        assert not choosing, "the test split was read while the rate was chosen"
+        return real_test.fget(self)
+
     monkeypatch.setattr(claim_runs, "choose_lr", choose)
     monkeypatch.setattr(Corpus, "windows", windows_)
+    monkeypatch.setattr(Corpus, "test", property(test_split))
     monkeypatch.setattr(SplitScores, "__call__", score)
     out = tmp_path / "claim.json"
     run_central_claim(CentralClaimOptions(quick=True, brown=False, families="animal-verb",
