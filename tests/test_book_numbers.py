@@ -164,13 +164,6 @@ def compute(R, field):  # the table, MLP1-ND and the row beyond the paper: secon
         return sum(statistics.median(e["seconds"] for e in r["history"]) * r["epochs_run"] for r in runs)
     return sum(r[field] for r in runs)
 
-OB = "parallel/output_block[M={M},K={K}]"
-
-
-def amdahl_f(R, K):  # chapter 7's parallel fraction: the output block's share of a one-process update
-    rank0 = R(OB.format(M=1, K=K) + "/ranks/0")
-    return rank0["block"] / rank0["total"]
-
 
 NOV = "central_claim/brown/novel_trigrams"
 
@@ -178,13 +171,6 @@ NOV = "central_claim/brown/novel_trigrams"
 N = r"([-\d.,]+%?)"  # a number as the prose prints it
 
 FIGURES = [
-    # chapter 7: the output share (the measured speedups, their bounds and Hogwild's figures are glued from parallel.json)
-    ("07_parallel", rf"differ in the second decimal, {N} against", "parallel/paper_output_share_ap", ".2%"),
-    # the Amdahl exercise: the limit 1/(1 - f) and the largest M with S(M)/M >= 0.8, from the one-process profile
-    ("07_parallel", rf"but only {N} and [\d.]+ for our measured", lambda R: 1 / (1 - amdahl_f(R, 1)), ".1f"),
-    ("07_parallel", rf"but only [\d.]+ and {N} for our measured", lambda R: 1 / (1 - amdahl_f(R, 128)), ".1f"),
-    ("07_parallel", rf"82 processes for the paper's model, {N} and \d+ for ours", lambda R: math.floor((1.25 - amdahl_f(R, 1)) / (1 - amdahl_f(R, 1))), "d"),
-    ("07_parallel", rf"82 processes for the paper's model, \d+ and {N} for ours", lambda R: math.floor((1.25 - amdahl_f(R, 128)) / (1 - amdahl_f(R, 128))), "d"),
     # chapter 8: Table 1, ours against the paper's
     ("08_results", rf"Kneser-Ney \({N} against 321\)", kn5, ".0f"),
     ("08_results", rf"MLP9: {N} against 276", "table1/rows/MLP9/test", ".0f"),
@@ -616,31 +602,6 @@ OUTPUT_FIGURES = [
     ("06_training", rf"Both stop after epoch {N},", r"stopped after epoch (\d+),", None),
     ("06_training", rf"after epoch \d+, worse than epoch {N},", r"kept the parameters of epoch (\d+)", None),
     ("06_training", rf"go back to the parameters of epoch {N}:", r"kept the parameters of epoch (\d+)", None),
-    # chapter 7: the cost model against the measurements; the exactness of the MPI run
-    ("07_parallel", rf"at \$K = 128\$ it predicts {N} against", r"K = 128: model speedup at M = 2 ([\d.]+)", None),
-    ("07_parallel", rf"and at \$K = 1\$ {N} against the measured", r"K = 1: model speedup at M = 2 ([\d.]+)", None),
-    ("07_parallel", rf"to better than \$10\^\{{(-\d+)\}}\$ relative in the run of",
-     r"max \|parallel - serial\| / max \|serial\| < 1e-(\d+): True", lambda k: f"-{k:.0f}"),
-    # ex-parallel-1: what travels per update, MLP1 at K = 1 and 128
-    ("07_parallel", rf"the output-block algorithm sends {N} kB", r"MLP1, \|V\| = 16,383 1 ([\d.]+) kB", None),
-    ("07_parallel", rf"gradient averaging sends {N} MB", r"MLP1, \|V\| = 16,383 1 [\d.]+ kB ([\d.]+) MB", ".0f"),
-    ("07_parallel", rf"\$K = 128\$, {N} kB against", r"MLP1, \|V\| = 16,383 128 ([\d.]+) kB", ".0f"),
-    ("07_parallel", rf"kB against the same {N} MB", r"MLP1, \|V\| = 16,383 128 [\d.]+ kB ([\d.]+) MB", ".0f"),
-    ("07_parallel", rf"that is {A} of a second of transfer", r"output-block messages ([\d.]+) s,", a_fraction),
-    ("07_parallel", rf"and about {N} minutes for the gradients", r"gradients (\d+) minutes", None),
-    # ex-parallel-2 (and its statement): the paper's arithmetic
-    ("07_parallel", rf"\(\$f = {N}\$, the output layer's share", r"paper's arithmetic, AP model \(([\d.]+)\)", None),
-    ("07_parallel", rf"The limit is \$1/\(1 - f\)\$: {N} for the paper's model", r"paper's arithmetic, AP model \([\d.]+\) [\d.]+ ([\d.]+)", ".0f"),
-    ("07_parallel", rf"\$M \\le \(1\.25 - f\)/\(1 - f\)\$: {N} processes", r"paper's arithmetic, AP model \([\d.]+\) [\d.]+ [\d.]+ (\d+)", None),
-    # ex-parallel-3, ex-parallel-4: |V| = 47 over 40 ranks
-    ("07_parallel", rf"and the {N} ranks left get none", r"speedup bound 47 40 \d+ (\d+) ", None),
-    ("07_parallel", rf"on the output layer's speedup \({N} here, not 40\)", r"speedup bound 47 40 \d+ \d+ ([\d.]+)", None),
-    ("07_parallel", rf"40 CPUs leave {N} of them without a unit", r"speedup bound 47 40 \d+ (\d+) ", None),
-    # the cost model's shares at M = 256, in the three settings of the speedup figure
-    ("07_parallel", rf"replicated work weighs most \({N} of an update", r"Myrinet, K=1 at M = 256: replicated ([\d.]+%)", None),
-    ("07_parallel", rf"against {N} of communication\)", r"Myrinet, K=1 at M = 256: replicated [\d.]+% of an update, communication ([\d.]+%)", None),
-    ("07_parallel", rf"communication takes over \({N}\)", r"InfiniBand, K=1 at M = 256: replicated [\d.]+% of an update, communication ([\d.]+%)", None),
-    ("07_parallel", rf"bring it down \({N}\)", r"InfiniBand, K=128 at M = 256: replicated [\d.]+% of an update, communication ([\d.]+%)", None),
     # chapter 8: the headline figure both ways (ex-results-1's table)
     ("08_results", rf"the network's is {N} lower\)", r"paper: best mix [\d.]+; best n-gram [\d.]+% above it \(the mix ([\d.]+%) below\)", ".0%"),
     ("08_results", rf"312 \(class-based\) is {N} above 252", r"paper: best mix [\d.]+; best n-gram ([\d.]+%) above it", ".0%"),
