@@ -171,44 +171,6 @@ NOV = "central_claim/brown/novel_trigrams"
 N = r"([-\d.,]+%?)"  # a number as the prose prints it
 
 FIGURES = [
-    # chapter 8: minibatches
-    ("08_results", rf"\({N} against [\d.]+ after four epochs\)", "minibatch/runs/table1/history/3/valid_ppl", ".0f"),
-    ("08_results", rf"\([\d.]+ against {N} after four epochs\)", "minibatch/runs/k1/history/3/valid_ppl", ".0f"),
-    ("08_results", rf"MLP9 at about {N} examples per second", lambda R: round(k1_rate(R), -2), ".0f"),
-    ("08_results", rf"about {N} minutes per epoch of Brown", lambda R: R("table1/tokens/train") / k1_rate(R) / 60, ".0f"),
-    ("08_results", rf"runs about {N} times faster", k1_slowdown, ".0f"),
-    ("08_results", rf"at every epoch, at {N} times the speed", k1_slowdown, ".0f"),
-    ("08_results", rf"would have needed about {N} times as long", k1_slowdown, ".0f"),
-    ("08_results", rf"would have been some {N} days of one core", lambda R: k1_slowdown(R) * compute(R, "seconds_training") / 3600 / 24, ".0f"),
-    # chapter 8: the row beyond the paper
-    ("08_results", rf"no direct connections \({N} million parameters", lambda R: R("beyond/parameters") / 1e6, ".1f"),
-    # chapter 8: what the reproduction cost
-    ("08_results", rf"In all, {N} hours of one core", lambda R: (compute(R, "seconds_training") + compute(R, "seconds_evaluation")) / 3600, ".1f"),
-    ("08_results", rf"hours of one core \({N} of training", lambda R: compute(R, "seconds_training") / 3600, ".1f"),
-    ("08_results", rf"of training, {N} of evaluation\)", lambda R: compute(R, "seconds_evaluation") / 3600, ".2f"),
-    ("08_results", rf"median time would make {N} hours of training", lambda R: compute(R, "median") / 3600, ".1f"),
-    ("08_results", rf"the table's {N} hours of training would", lambda R: compute(R, "seconds_training") / 3600, ".0f"),
-    # chapter 8: what an AP News epoch would cost
-    ("08_results", rf"million: {N} times as much per example",
-     lambda R: 17_964 * (60 + 5 * 100) / (R("table1/V") * R("table1/rows/MLP9/h")), ".1f"),
-    ("08_results", rf"examples, {N} times Brown's", lambda R: 13_994_528 / R("table1/tokens/train"), ".1f"),
-    ("08_results", rf"Our MLP9 epochs took about {N} s on one core",
-     lambda R: R("table1/rows/MLP9/seconds_training") / R("table1/rows/MLP9/epochs_run"), ".0f"),
-    ("08_results", rf"\\approx {N}\$ times the arithmetic of an MLP9 epoch",
-     lambda R: 17_964 * (60 + 5 * 100) * 13_994_528 / (R("table1/V") * R("table1/rows/MLP9/h") * R("table1/tokens/train")), ".0f"),
-    ("08_results", rf"for a corpus {N} times Brown's and", lambda R: 13_994_528 / R("table1/tokens/train"), ".1f"),
-    ("08_results", rf"times Brown's and {N} times the arithmetic per epoch of our MLP9", ap_epoch_ratio, ".0f"),
-    ("08_results", rf"no direct connections\) \$[\d{{}},]+ \\times \d+ = {N}\$ million", lambda R: R("table1/V") * R("table1/rows/MLP9/h") / 1e6, ".2f"),
-    ("08_results", rf"So one AP epoch costs about \${N} \\times", lambda R: 17_964 * (60 + 5 * 100) / (R("table1/V") * R("table1/rows/MLP9/h")), ".1f"),
-    ("08_results", rf"costs about \$[\d.]+ \\times {N} \\approx", lambda R: 13_994_528 / R("table1/tokens/train"), ".1f"),
-    ("08_results", rf"an AP epoch would take about \${N} \\times", ap_epoch_ratio, ".0f"),
-    ("08_results", rf"an AP epoch would take about \$[\d.]+ \\times {N}\$ s", lambda R: R("table1/rows/MLP9/seconds_training") / R("table1/rows/MLP9/epochs_run"), ".0f"),
-    ("08_results", rf"\$ s, some {N} hours of one core at that rate", lambda R: ap_epoch_hours(R), ".0f"),
-    # at MLP1's arithmetic rate over its mean epoch instead of MLP9's (the 145 s above is MLP9's mean epoch too)
-    ("08_results", rf"or {N} less if its wider matrix products ran", lambda R: 1 - mean_gflops(R, "MLP9") / mean_gflops(R, "MLP1"), ".0%"),
-    ("08_results", rf"The paper's five epochs would need about {N} hours", lambda R: 5 * ap_epoch_hours(R), ".0f"),
-    # ex-results-3: the slowest of MLP9's epochs (the fastest is the exercise's own output, in OUTPUT_FIGURES)
-    ("08_results", rf"\(MLP9's took [\d.]+ to {N} s\)", lambda R: max(e["seconds"] for e in R("table1/rows/MLP9/history")), ".0f"),
     # (chapter 8: every number of the central claim is glued from central_claim.json)
     # chapter 9: the out-of-vocabulary rule on Brown
     ("09_embeddings", rf"\(−{N} against −[\d.]+ nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_own"), ".3f"),
@@ -566,39 +528,6 @@ OUTPUT_FIGURES = [
     ("08_results", rf"both runs had their best epoch at the {W} and stopped",
      r"MLP1 \(direct\) \d+ (\d+) .*? MLP1-ND \(no direct\) \d+ (\d+) ", lambda *best: "/".join(sorted({nth(b) for b in best}))),
     ("08_results", rf"got to its best validation perplexity first: {W} epochs of", r"MLP1-ND \(no direct\) \d+ (\d+) ", in_words),
-    # chapter 8: minibatches, same step per example against K = 1: the largest gap over the four epochs
-    ("08_results", rf"tracks the paper's \$K = 1\$ run within {N} at every epoch",
-     r"epoch 1 ([\d.]+) ([\d.]+) [\d.]+ epoch 2 ([\d.]+) ([\d.]+) [\d.]+ epoch 3 ([\d.]+) ([\d.]+) [\d.]+ epoch 4 ([\d.]+) ([\d.]+) [\d.]+ minutes",
-     lambda *v: format(max(abs(same / k1 - 1) for k1, same in zip(v[0::2], v[1::2])), ".1%")),
-    # chapter 8: the trials beyond the paper
-    ("08_results", rf"SGD reaches the lowest validation perplexity \({N} after three epochs\)", trial("sgd", "valid 3"), ".0f"),
-    ("08_results", rf"little in so short a run \({N}\)", trial("sgd_dropout", "valid 3"), ".0f"),
-    ("08_results", rf"a training perplexity of {N} after three epochs", trial("adam", "train 3"), ".0f"),
-    ("08_results", rf"after three epochs, against {N} for SGD", trial("sgd", "train 3"), ".0f"),
-    # 421.5 sits halfway: the trial's file (beyond_trials/trial_adam.json) has 421.54, which rounds to 422 as here
-    ("08_results", rf"after the second epoch \({N} then", trial("adam", "valid 2"), ".0f"),
-    ("08_results", rf"after the second epoch \([\d.]+ then {N}\)", trial("adam", "valid 3"), ".0f"),
-    ("08_results", rf"Dropout slows that \({N} then", trial("adam_dropout", "valid 2"), ".0f"),
-    ("08_results", rf"Dropout slows that \([\d.]+ then {N}\)", trial("adam_dropout", "valid 3"), ".0f"),
-    # chapter 8: the row beyond the paper, its epochs in words
-    ("08_results", rf"fell to \S+ at the {W} epoch", r"\(\d+ min training, \d+ epochs, best epoch (\d+)\)", nth),
-    ("08_results", rf"stayed above it for the next {W} \(", r"\(\d+ min training, (\d+) epochs, best epoch (\d+)\)", lambda runs, best: in_words(runs - best)),
-    ("08_results", rf"ended the run after {W} epochs and kept", r"\(\d+ min training, (\d+) epochs, best epoch \d+\)", in_words),
-    ("08_results", rf"and kept the {W} epoch's parameters", r"\(\d+ min training, \d+ epochs, best epoch (\d+)\)", nth),
-    ("08_results", rf"per row \(10 to 20 in the paper\), {W} for the row beyond", r"\(\d+ min training, (\d+) epochs, best epoch \d+\)", in_words),
-    # ex-results-3: the arithmetic rates, D = h + (n-1)m, MLP9's fastest epoch
-    ("08_results", rf"\(MLP9's took {N} to", r"MLP9: D = \d+, [\d.]+ TFLOP per epoch, (\d+) s,", None),
-    ("08_results", rf"\(MLP1, MLP3, MLP5: {N}, \d+, \d+\)", r"MLP1: D = (\d+),", None),
-    ("08_results", rf"\(MLP1, MLP3, MLP5: \d+, {N}, \d+\)", r"MLP3: D = (\d+),", None),
-    ("08_results", rf"\(MLP1, MLP3, MLP5: \d+, \d+, {N}\)", r"MLP5: D = (\d+),", None),
-    ("08_results", rf"used the machine best, at about {N} GFLOP/s",
-     " ".join(rf"{r}: D = \d+, [\d.]+ TFLOP per epoch, \d+ s, the fastest epoch: ([\d.]+) GFLOP/s" for r in ("MLP1", "MLP3", "MLP5")),
-     lambda *rates: "/".join(sorted({f"{round(x, -1):.0f}" for x in rates}))),
-    ("08_results", rf"the smallest \$D\$ \({N} and \d+\)", r"MLP7: D = (\d+),", None),
-    ("08_results", rf"the smallest \$D\$ \(\d+ and {N}\)", r"MLP9: D = (\d+),", None),
-    ("08_results", rf"fall short \(about {N}\)",
-     " ".join(rf"{r}: D = \d+, [\d.]+ TFLOP per epoch, \d+ s, the fastest epoch: ([\d.]+) GFLOP/s" for r in ("MLP7", "MLP9")),
-     lambda *rates: "/".join(sorted({f"{round(x, -1):.0f}" for x in rates}))),
     # chapter 9: the synthetic grammar's classes and the m = 2 model
     ("09_embeddings", rf"Each of its {N} words belongs to one class", r"(\d+) words with a class", None),
     ("09_embeddings", rf"The validation perplexity settles near {N}\.", r"epoch 10 train ppl [\d.]+ valid ppl ([\d.]+)", ".1f"),
