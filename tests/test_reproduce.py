@@ -98,7 +98,7 @@ def test_each_target_offers_its_own_options_with_its_dataclass_defaults(capsys):
                       **fields(beyond.BeyondOptions())},
            "lr-sweep": fields(lr_sweep.LrSweepOptions()),
            "output-layers": fields(ol.OutputLayersOptions()),  # its training settings are the protocol's and Table 1's
-           "recurrent": fields(recurrent.RecurrentOptions()),
+           "recurrent": fields(recurrent.RecurrentOptions(), recurrent.CLI_OPTIONS),
            "central-claim": fields(central_claim.CentralClaimOptions())}
     common = {"-h", "--corpus", "--train-size", "--valid-size", "--test-size", "--min-count", "--corpus-seed", "--synthetic-tokens",
               "--out", "--quiet"}

@@ -1,105 +1,140 @@
-"""``reproduce recurrent --quick`` end to end on the synthetic corpus (seconds): the JSON's rows, numbers
-recomputed from the checkpoint, resuming, and bad input in one line."""
+"""``reproduce recurrent`` under the comparison protocol, on the synthetic corpus (seconds): the rows and
+what each seed's row holds, two processes filling one file, resuming, the test set unread while the
+learning rate is chosen, the controls (lstm-4 sees four words; nplm-dropout's size), seeded samples."""
 
 import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from nplm_edu.analysis.mixture import batched_log_prob, em_weight, mixed_log_prob
 from nplm_edu.cli import main
-from nplm_edu.data.corpus import load_corpus
-from nplm_edu.models.ngram import KneserNey
-from nplm_edu.training.stream import recurrent_from_checkpoint, split_log_probs
+from nplm_edu.data.corpus import CorpusSpec, load_corpus
+from nplm_edu.experiments import recurrent as rec
+from nplm_edu.experiments.protocol import choose_lr
+from nplm_edu.experiments.recurrent_rows import ROWS, parameter_counts, seeded_samples
+from nplm_edu.models.gradcheck import gradcheck
+from nplm_edu.models.rnn import RecurrentConfig
+from nplm_edu.numerics.recurrent import recurrent_model
+from nplm_edu.numerics.window_recurrent import WindowRecurrent, WindowRecurrentConfig
 
-TINY = ["reproduce", "recurrent", "--corpus", "synthetic", "--synthetic-tokens", "8000", "--quick", "--quiet",
-        "--lr", "1", "--clip", "1"]
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ["reproduce", "recurrent", "--corpus", "synthetic", "--quick", "--quiet"]
 
 
-def ppl(lp):
-    return float(np.exp(-np.mean(lp)))
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """One quick run of every row: (results document, out path, runs folder)."""
+    tmp = tmp_path_factory.mktemp("recurrent")
+    out, runs = tmp / "r.json", tmp / "runs"
+    assert main([*QUICK, "--out", str(out), "--runs-dir", str(runs)]) == 0
+    return json.loads(out.read_text()), out, runs
 
 
-def test_quick_rows_and_numbers(tmp_path):
+def test_every_row_every_seed_with_what_its_row_holds(quick):
+    doc, _, _ = quick
+    assert set(doc["summary"]) == set(rec.ORDER) and len(doc["runs"]) == 5 * 3
+    assert doc["protocol"]["lrs"] == [1.0, 3.0, 10.0, 30.0] and doc["slice"]["train"] == rec.QUICK_SLICE[0]
+    for r in doc["runs"]:
+        assert r["lr"] == doc["grid"][r["method"]]["chosen_lr"] == min(
+            (v, float(k)) for k, v in r["lr_grid"].items() if v is not None)[1]  # the grid's best on validation
+        assert r["parameters"] == doc["parameters"][r["method"]]
+        assert all({"valid_ppl", "seconds", "cpu_seconds"} <= set(e) for e in r["history"])
+        assert r["stopped_early"] or r["reached_max_epochs"]
+        assert 0 < r["mix_weight"] < 1 and r["mix_test_ppl"] < max(r["test_ppl"], doc["kn5"]["test"])
+        assert len(r["samples"]["texts"]) == 3 and all(len(t.split()) == 30 for t in r["samples"]["texts"])
+        stream = r["method"] in ("rnn", "lstm", "gru")
+        assert ("test_reset_ppl" in r) == stream
+        assert ("gradient_through_time" in r) == (r["method"] in ("rnn", "lstm") and r["seed"] == 0)
+    s = doc["summary"]["lstm"]["test_ppl"]
+    assert s["n"] == 3 and s["mean"] == pytest.approx(np.mean(s["values"])) and s["std"] > 0
+
+
+def test_a_resumed_run_trains_nothing_again_and_gives_the_same_rows(quick):
+    doc, out, runs = quick
+    rows = doc["runs"]
+    out.write_text(json.dumps({**doc, "runs": [r for r in rows if r["method"] != "rnn"]}))  # rnn's rows lost
+    try:
+        assert main([*QUICK, "--models", "rnn", "--out", str(out), "--runs-dir", str(runs)]) == 0  # runs resumed
+        new = {r["run"]: r for r in json.loads(out.read_text())["runs"]}
+    finally:
+        out.write_text(json.dumps(doc))
+    for r in (r for r in rows if r["method"] == "rnn"):
+        assert new[r["run"]]["history"] == r["history"]  # no epoch trained again
+        assert new[r["run"]]["test_ppl"] == r["test_ppl"] and new[r["run"]]["samples"] == r["samples"]
+
+
+def test_two_processes_fill_one_file_and_keep_both_rows(tmp_path):
     out, runs = tmp_path / "r.json", tmp_path / "runs"
-    assert main([*TINY, "--out", str(out), "--runs-dir", str(runs)]) == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-m", "nplm_edu", *QUICK, "--models", models, "--out", str(out),
+                               "--runs-dir", str(runs)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for models in ("rnn", "nplm-dropout")]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err.decode()
     doc = json.loads(out.read_text())
-    assert doc["complete"] and doc["commit"] and doc["command"].startswith("python -m nplm_edu")
-    rows = {r["model"]: r for r in doc["rows"]}
-    assert list(rows) == ["rnn", "lstm"]
-    corpus = load_corpus("synthetic", synthetic_tokens=8000)
-    kn5 = KneserNey(5, corpus.V).fit(corpus.train)
-    kv, kt = (batched_log_prob(kn5, *corpus.windows(s, 5)) for s in ("valid", "test"))
-    assert doc["kn5"]["test_ref"] == pytest.approx(ppl(kt), abs=2e-3)
-    for cell, r in rows.items():
-        assert r["hidden"] == 32 and r["epochs"] == 2 and r["best_epoch"] in (1, 2) and len(r["history"]) == 2
-        assert r["tokens_per_second"] > 0 and r["wall_seconds"] > 0 and r["settings"]["stream"]["T"] == 10
-        model = recurrent_from_checkpoint(runs / "r" / cell / "checkpoint.npz")
-        lv, lt = split_log_probs(model, corpus, "valid"), split_log_probs(model, corpus, "test")
-        assert r["valid_ppl"] == pytest.approx(ppl(lv), abs=2e-3) and r["test_ppl"] == pytest.approx(ppl(lt), abs=2e-3)
-        assert r["test_over_kn5"] == pytest.approx(r["test_ppl"] / doc["kn5"]["test_ref"], abs=1e-3)
-        lam = em_weight(lv, kv)[0]  # the mixture refitted here
-        assert r["mix_weight"] == pytest.approx(lam, abs=1e-4)
-        assert r["mix_test_ppl"] == pytest.approx(ppl(mixed_log_prob(lt, kt, lam)), abs=2e-3)
-        assert r["mix_valid_ppl"] <= min(r["valid_ppl"], doc["kn5"]["valid"]) + 1e-3
-        assert 0 <= r["mix_weight"] <= 1 and r["test_reset_ppl"] > 1
-        assert sum(b["tokens"] for b in r["test_by_distance"]) == len(corpus.test)
-    # rerunning resumes: nothing more to train, the same numbers
-    assert main([*TINY, "--out", str(out), "--runs-dir", str(runs)]) == 0
-    again = {r["model"]: r for r in json.loads(out.read_text())["rows"]}
-    for cell in rows:
-        assert again[cell]["resumed"] and again[cell]["test_ppl"] == rows[cell]["test_ppl"]
+    assert set(doc["summary"]) == {"rnn", "nplm-dropout"} and len(doc["runs"]) == 6
 
 
-def test_models_run_by_separate_commands_share_the_file(tmp_path):
-    out, runs = tmp_path / "r.json", tmp_path / "runs"
-    assert main([*TINY, "--out", str(out), "--runs-dir", str(runs), "--models", "rnn"]) == 0
-    first = json.loads(out.read_text())
-    assert [r["model"] for r in first["rows"]] == ["rnn"] and not first["complete"]
-    assert main([*TINY, "--out", str(out), "--runs-dir", str(runs), "--models", "lstm"]) == 0
-    both = json.loads(out.read_text())
-    assert [r["model"] for r in both["rows"]] == ["rnn", "lstm"] and both["complete"]
-    assert both["rows"][0] == first["rows"][0] and all(r["commit"] and r["command"] for r in both["rows"])
+def test_the_learning_rate_is_chosen_without_reading_the_test_set(tmp_path):
+    corpus = rec.the_corpus(CorpusSpec(corpus="synthetic"), quick=True)
+    other = replace(corpus, ids=corpus.ids.copy())
+    a, b = corpus.bounds
+    other.ids[b:] = np.random.default_rng(0).permutation(other.ids[b:])  # another test set
+    protocol = rec.QUICK_PROTOCOL
+    kn = {"valid": None, "test": None}  # never needed before the test is scored
+    grids = [choose_lr(ROWS["lstm"].method(c, True, kn), c, protocol, tmp_path / name)["grid"]
+             for c, name in ((corpus, "a"), (other, "b"))]
+    assert grids[0] == grids[1]
 
 
-@pytest.mark.parametrize("extra,message", [(["--T", "0"], "T (time steps per batch) must be"),
-                                           (["--batch", "0"], "batch must be at least 1"),
-                                           (["--clip", "0"], "clip norm must be a finite number > 0"),
-                                           (["--clip", "-1"], "clip norm must be a finite number > 0"),
-                                           (["--models", "gru"], "--models takes")])
-def test_bad_input_is_one_line(tmp_path, capsys, extra, message):
-    assert main([*TINY, "--out", str(tmp_path / "r.json"), "--runs-dir", str(tmp_path / "runs"), *extra]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+def test_lstm_4_sees_only_the_last_four_words():
+    rng = np.random.default_rng(0)
+    V, t = 20, 12
+    ids = rng.integers(0, V, 40)
+    changed = ids.copy()
+    changed[t - 5] = (ids[t - 5] + 1) % V  # the word five back from w_t
+    windows = lambda s: (np.stack([s[i - 4:i] for i in range(4, len(s))]), s[4:])  # noqa: E731
+    model = WindowRecurrent(WindowRecurrentConfig(V=V, m=6, h=5))
+    lp, lp2 = (model.log_prob(*windows(s)) for s in (ids, changed))
+    assert lp2[t - 4] == lp[t - 4]  # p(w_t) unchanged
+    assert lp2[t - 5] != lp[t - 5]  # p(w_{t-1}) reads that word
+    lstm = recurrent_model(RecurrentConfig(V=V, m=6, h=5))  # the stream LSTM, by contrast, reads it
+    assert lstm.log_prob_stream(changed[:-1], changed[1:])[t - 1] != lstm.log_prob_stream(ids[:-1], ids[1:])[t - 1]
 
 
-def test_other_settings_refuse_to_resume(tmp_path, capsys):
-    args = ["reproduce", "recurrent", "--corpus", "synthetic", "--synthetic-tokens", "8000", "--quiet", "--h", "8",
-            "--m", "8", "--batch", "4", "--T", "5", "--epochs", "1", "--models", "rnn", "--lr", "1", "--clip", "1",
-            "--out", str(tmp_path / "r.json"), "--runs-dir", str(tmp_path / "runs")]
-    assert main(args) == 0
-    assert main([*args, "--T", "6"]) == 2
-    assert "holds a run with other settings" in capsys.readouterr().err
+def test_the_window_lstm_fast_equals_the_reference_and_its_gradient_checks():
+    rng = np.random.default_rng(1)
+    cfg = WindowRecurrentConfig(V=11, m=5, h=4, dtype="float64")
+    fast, ref = WindowRecurrent(cfg), WindowRecurrent(cfg, fast=False)
+    X, y = rng.integers(0, 11, (7, 4)), rng.integers(0, 11, 7)
+    mx, ma = (rng.random((7, 20)) > 0.3) / 0.7, (rng.random((7, 4)) > 0.3) / 0.7
+    (lf, gf), (lr, gr) = fast.loss_and_grads(X, y, mx, ma), ref.loss_and_grads(X, y, mx, ma)
+    assert lf == pytest.approx(lr, abs=1e-12) and all(np.allclose(gf[k], gr[k], atol=1e-12) for k in gf)
+    assert np.allclose(fast.probs(X).sum(axis=1), 1.0)
+    assert max(gradcheck(ref, X, y).values()) < 1e-6
 
 
-def test_a_row_written_by_another_process_meanwhile_is_kept(tmp_path, monkeypatch):
-    """Two processes filling one results file (--models lstm beside --models rnn) keep both rows."""
-    import nplm_edu.experiments.recurrent as rec
+def test_the_nplm_control_has_about_the_lstms_parameters_on_brown():
+    counts = parameter_counts(17_907, names=("lstm", "nplm-dropout"))  # the paper's |V| on Brown
+    assert abs(counts["nplm-dropout"] / counts["lstm"] - 1) < 0.2
 
-    out, runs = tmp_path / "r.json", tmp_path / "runs"
-    args = [*TINY, "--h", "8", "--m", "8", "--batch", "4", "--T", "5", "--epochs", "1", "--out", str(out),
-            "--runs-dir", str(runs)]
-    assert main([*args, "--models", "rnn"]) == 0
-    rnn = json.loads(out.read_text())
-    out.unlink()  # the lstm process starts before the rnn process has written its row ...
-    train = rec.train
 
-    def train_while_another_writes(*a, **kw):
-        history = train(*a, **kw)
-        header = {k: v for k, v in rnn.items() if k != "rows"}
-        rec.merge_results(out, "recurrent", header, {"rnn": rnn["rows"][0]}, 0.0, key="model")  # ... written now
-        return history
+def test_samples_are_fixed_by_their_seeds():
+    corpus = load_corpus("synthetic")
+    model = recurrent_model(RecurrentConfig(V=corpus.V, m=6, h=5))
+    a, b = seeded_samples(model, corpus), seeded_samples(model, corpus)
+    assert a == b and len(set(a["texts"])) == 3
 
-    monkeypatch.setattr(rec, "train", train_while_another_writes)
-    assert main([*args, "--models", "lstm"]) == 0
-    assert sorted(r["model"] for r in json.loads(out.read_text())["rows"]) == ["lstm", "rnn"]
+
+@pytest.mark.parametrize("extra, message", [(["--models", "lstm,xyz"], "--models takes a comma-separated list"),
+                                            (["--seeds", "0,7"], "--seeds takes a comma-separated list")])
+def test_bad_rows_or_seeds_are_one_line(tmp_path, capsys, extra, message):
+    assert main([*QUICK, *extra, "--out", str(tmp_path / "r.json"), "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -11,7 +11,7 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM (1-2 hours, resumable)
     python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 6 minutes)
     python -m nplm_edu reproduce output-layers      # MLP9 with five cheaper output layers (resumable)
-    python -m nplm_edu reproduce recurrent          # after 2003: an Elman RNN and an LSTM on Brown (hours)
+    python -m nplm_edu reproduce recurrent          # after 2003: recurrent models against the NPLM, by the protocol (CPU hours)
     python -m nplm_edu reproduce central-claim      # unseen sentences made likely by similar words (hours)
 """
 
@@ -96,24 +96,6 @@ _minibatch = _options_only(minibatch.run_minibatch, minibatch.MinibatchOptions)
 _lr_sweep = _options_only(lr_sweep.run_lr_sweep, lr_sweep.LrSweepOptions)
 _recurrent = _options_only(recurrent.run_recurrent, recurrent.RecurrentOptions)
 _output_layers = _options_only(output_layers.run_output_layers, output_layers.OutputLayersOptions)
-
-# the options of `reproduce recurrent` that override its fixed settings (recurrent.SETTINGS) for every model
-RECURRENT_HELP = {"h": "hidden units", "m": "features per word", "batch": "B, parallel streams",
-                  "T": "time steps per batch, the truncation of BPTT", "clip": "gradient-norm clipping threshold",
-                  "lr": "SGD learning rate", "lr_decay": "lr multiplied by this after every epoch",
-                  "dropout": "dropout probability on x_t and h_t", "weight_decay": "weight decay",
-                  "epochs": "at most this many epochs", "patience": "epochs without improvement before stopping",
-                  "seed": "initialisation, shuffling and dropout seed"}
-
-
-def _recurrent_default(name: str) -> str:
-    """'(default 256)', or '(default 20.0 for lstm, 5.0 for rnn)' where the models' fixed settings differ."""
-    where = {"h": 0, "m": 0, "T": 2, "clip": 2, "dropout": 1}
-    attr = {"dropout": "dropout_x"}.get(name, name)
-    values = {cell: getattr(configs[where.get(name, 1)], attr) for cell, configs in recurrent.SETTINGS.items()}
-    if len(set(values.values())) == 1:
-        return f"(default {next(iter(values.values()))})"
-    return "(default " + ", ".join(f"{v} for {cell}" for cell, v in values.items()) + ")"
 
 
 def _central_claim(args) -> int:
@@ -224,20 +206,17 @@ def _add_output_layers(sub) -> None:
 
 
 def _add_recurrent(sub) -> None:
-    q = sub.add_parser("recurrent", help="an Elman RNN and an LSTM on Brown (hours, resumable)",
-                       description=description(recurrent.__doc__, 1) + " An Elman network (RNN) and an LSTM "
-                       "read the corpus as parallel streams, trained with truncated backpropagation through time; "
-                       "the options from --h on override the fixed settings for every model.")
+    q = sub.add_parser("recurrent", help="recurrent models against the NPLM by the comparison protocol "
+                                         "(CPU hours, resumable, parallel)",
+                       description=description(recurrent.__doc__, 1))
     _common(q, _outs("recurrent"))
-    add_options(q, recurrent.RecurrentOptions(), help={
-        "models": f"models to train, comma-separated, in the order given: "
-                  f"{' or '.join(recurrent.CELLS)} or both (default {recurrent.RecurrentOptions.models})",
-        "quick": "the same pipeline on a slice with a small network (as with "
-                 + " ".join(f"--{k} {v}" for k, v in recurrent.QUICK.items()) + f"), into {_quick('recurrent')}",
-        "runs_dir": f"where the models checkpoint {RUNS_DEFAULT}",
-        "force": "train again from scratch",
-        "test": "score the test set too (--no-test: validation only, for trials of settings)",
-        **{k: f"{text} {_recurrent_default(k)}" for k, text in RECURRENT_HELP.items()}})
+    add_options(q, recurrent.RecurrentOptions(), skip=recurrent.FIELDS, help={
+        "models": f"rows to train, comma-separated, among {','.join(recurrent.ROWS)}",
+        "seeds": "seeds of the chosen learning rate, comma-separated (default: all of the protocol's, "
+                 + ",".join(map(str, recurrent.RECURRENT_PROTOCOL.seeds)) + ")",
+        "quick": f"the same pipeline on a tiny slice with a small network, into {_quick('recurrent')}",
+        "runs_dir": f"where the runs checkpoint {RUNS_DEFAULT}",
+        "force": "train again from scratch"})
     q.set_defaults(func=_checked(_recurrent))
 
 

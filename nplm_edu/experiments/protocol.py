@@ -293,12 +293,18 @@ def mean_std(values) -> dict:
     return {"mean": float(np.mean(v)), "std": std, "n": int(v.size), "values": v.tolist()}
 
 
+ALSO_SUMMED = ("mix_test_ppl", "test_reset_ppl")  # summarized too when every seed's row has them
+
+
 def summary(rows: list[dict]) -> dict:
-    """Validation and test perplexity over the seeds: mean ± std and each seed's value; how many runs
-    stopped early and how many reached the epoch cap."""
+    """Validation and test perplexity over the seeds: mean ± std and each seed's value (also of
+    :data:`ALSO_SUMMED` when the rows have them); how many runs stopped early and how many reached
+    the epoch cap."""
     rows = sorted(rows, key=lambda r: r["seed"])
+    more = {k: mean_std(r[k] for r in rows) for k in ALSO_SUMMED if rows and all(r.get(k) is not None for r in rows)}
     return {"seeds": [r["seed"] for r in rows], "lr": rows[0]["lr"] if rows else None,
             "valid_ppl": mean_std(r["valid_ppl"] for r in rows), "test_ppl": mean_std(r["test_ppl"] for r in rows),
+            **more,
             "epochs": [r["epochs"] for r in rows], "stopped_early": sum(bool(r["stopped_early"]) for r in rows),
             "reached_max_epochs": sum(bool(r["reached_max_epochs"]) for r in rows),
             "diverged": sum(bool(r.get("diverged")) for r in rows)}

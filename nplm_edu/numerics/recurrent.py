@@ -22,6 +22,8 @@ The gradients returned live in buffers that the next call overwrites: use them b
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 from ..models.gru import GRU
@@ -77,13 +79,35 @@ class _Fast(FastOutput):
 
     def _sparse_grads(self, X, Y, state, mask_x, mask_a, resets):
         X, Y = check_batch(X, Y, self.V)
-        P = self.params
         (B, T), h = X.shape, self.config.h
         cache = self.forward(X, state, mask_x, mask_a, resets)
         loss, gA, grads = self._output(cache, Y.T.reshape(-1))
         ga = gA.reshape(T, B, h)
         if mask_a is not None:
             ga *= mask_a  # backward through dropout on h_t
+        return (loss, *self._through_time(cache, ga, grads))
+
+    def last_step_sparse_grads(self, X, y, mask_x=None, mask_a=None):
+        """As :meth:`loss_and_sparse_grads` from a zero state, but only the LAST step of each row of X
+        (B, T) is scored: the mean NLL of y (B,) given the T words of its row (a window model over
+        T words); ``mask_a`` (B, h) on h_T. Returns (loss, grads, the word ids of grads["C"]'s rows)."""
+        X, _ = check_batch(X, None, self.V)
+        (B, T), h = X.shape, self.config.h
+        cache = self.forward(X, None, mask_x)
+        a = cache["hs"][T] if mask_a is None else cache["hs"][T] * mask_a  # (B, h) h_T, dropout on it
+        blocks = type(self.output) is FullSoftmax and self._blocks(B) > 1
+        with one_blas_thread() if blocks else nullcontext():  # the threads are the output blocks'
+            loss, gA, grads = self._output({"inputs": {"U": a}}, np.asarray(y))
+        ga = self._buffer("ga_last", (T, B, h), zero=True)  # dL/dh_t: nothing from the steps before T
+        ga[T - 1] = gA if mask_a is None else gA * mask_a  # backward through dropout on h_T
+        grads, _, words = self._through_time(cache, ga, grads)
+        return loss, grads, words
+
+    def _through_time(self, cache, ga, grads):
+        """From dL/dh_t (T, B, h) to every gradient (those of the output layer in ``grads``):
+        (grads, the state after the batch, the word ids of grads["C"]'s rows)."""
+        P, X, h = self.params, cache["X"], self.config.h
+        (B, T), mask_x = X.shape, cache["mask_x"]
         gz = self._backrecur(cache, ga)  # dL/dz_t for every t  (T, B, G h)
         gz2, x2 = gz.reshape(T * B, -1), cache["x"].reshape(T * B, -1)
         grads["Wx"] = np.matmul(gz2.T, x2, out=self._buffer("gWx", P["Wx"].shape))  # one product over all t
@@ -93,7 +117,7 @@ class _Fast(FastOutput):
         if mask_x is not None:
             gx *= mask_x.reshape(T * B, -1)  # backward through dropout on x
         words, grads["C"] = segment_sum(X.T.ravel(), gx)  # each word's rows of dL/dx added up
-        return loss, {k: grads[k] for k in P}, cache["state"], words
+        return {k: grads[k] for k in P}, cache["state"], words
 
     def chunk_log_prob(self, X, Y, state, resets=None):
         if type(self.output) is not FullSoftmax:

@@ -14,6 +14,7 @@ from ..errors import UserError
 from ..numerics.threads import set_threads
 from .batches import WindowBatches
 from .checkpoint import TrainState, set_params
+from .clip import check_clip, clip_grad_norm
 from .optim import Adam, dropout_mask, sgd_step
 
 
@@ -90,11 +91,12 @@ class SerialBackend(Backend):
 
     The paper's SGD without dropout uses the model's fused ``sgd_update`` when it has one (the
     gradient of [U W] is never stored); otherwise ``loss_and_grads`` and
-    :func:`~nplm_edu.training.optim.sgd_step` or Adam."""
+    :func:`~nplm_edu.training.optim.sgd_step` or Adam. ``clip``: the gradient's norm clipped at this
+    value before each step (:mod:`nplm_edu.training.clip`; None: never), as the recurrent models are."""
 
-    def __init__(self, model, config):
+    def __init__(self, model, config, clip: float | None = None):
         super().__init__(model)
-        self.config = config
+        self.config, self.clip = config, None if clip is None else check_clip(clip)
         set_threads(config.threads)  # the output layer split among this many threads (numerics.threads)
         if config.tie and not model.tied:
             model.tie()
@@ -106,7 +108,7 @@ class SerialBackend(Backend):
         cfg = model.config
         self._widths = ((cfg.n - 1) * cfg.m, cfg.h)
         self._fused_sgd = (config.optimizer == "sgd" and not config.dropout_x and not config.dropout_a
-                           and hasattr(model, "sgd_update") and not model.tied and not frozen)
+                           and hasattr(model, "sgd_update") and not model.tied and not frozen and clip is None)
 
     def update(self, contexts, targets, lr: float) -> float:
         """One minibatch update; returns its mean NLL before the update."""
@@ -118,6 +120,8 @@ class SerialBackend(Backend):
         ma = dropout_mask(self.drop_rng, (len(targets), self._widths[1]), c.dropout_a, dt)
         loss, grads = m.loss_and_grads(contexts, targets, mx, ma)
         grads = {k: g for k, g in grads.items() if k in self.trained}  # frozen parameters stay as they are
+        if self.clip is not None:
+            clip_grad_norm(grads, self.clip)
         if self.adam is None:
             sgd_step(self.trained, grads, lr, c.weight_decay, m.decayed)
         else:

@@ -1,0 +1,221 @@
+"""The rows of the recurrent table, each one entry of :data:`ROWS`, and what is measured of each trained seed.
+
+A row is a :class:`Row`: a name, one line saying what it is, ``make(V, seed, sizes)`` building its
+model, and its kind; :meth:`Row.method` is the :class:`~nplm_edu.experiments.protocol.Method` the
+protocol trains. Two kinds of model exist:
+
+- a *stream* model (:func:`stream_method`) reads the training text as B parallel streams with
+  truncated backpropagation through time, its state carried from batch to batch
+  (:mod:`nplm_edu.training.stream`); it is scored over every token with its state carried through
+  each split, and again with the state reset at every paragraph mark;
+- a *window* model (:func:`window_method`) predicts each word from the n-1 words before it, trained
+  by the NPLM's trainer on shuffled windows of B T examples an update (the tokens a stream update
+  reads), with the same clipping; it is scored over every token from its window.
+
+Every row shares one training rule (:data:`RULE`, :data:`STREAM`): the mean NLL per token, SGD with
+the learning rate the grid chooses, decayed by 0.8 per epoch, the gradient norm clipped at 0.25,
+inverted dropout 0.3 on the inputs of the recurrent (or hidden) layer and on the output layer's
+input (Zaremba et al. 2014), no weight decay. A new row is one call of :func:`register`.
+
+Each trained seed's row (:func:`seed_extras`): validation and test perplexity, the mixture with the
+modified Kneser-Ney 5-gram of the same slice (one weight fitted by EM on validation; the 5-gram is
+computed once per corpus and cached, :func:`kn5_log_probs`), the parameter count, three samples of
+30 words from fixed seeds (:func:`seeded_samples`) and, for seed 0 of a stream model, the gradient
+through time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..analysis.evaluation import r3
+from ..analysis.mixture import batched_log_prob
+from ..analysis.recurrent import gradient_through_time, mixture_with, ppl
+from ..analysis.sampling import sample
+from ..data.files import atomic_write
+from ..models.ngram import KneserNey
+from ..models.nplm import NPLMConfig
+from ..models.rnn import RecurrentConfig
+from ..numerics.fused import FusedNPLM
+from ..numerics.recurrent import recurrent_model
+from ..numerics.window_recurrent import WindowRecurrent, WindowRecurrentConfig
+from ..training.backends import SerialBackend
+from ..training.config import TrainConfig
+from ..training.stream import StreamBackend, StreamConfig, paragraph_id, split_log_probs, split_stream
+from .protocol import Method
+
+RULE = TrainConfig(epochs=40, batch=32, lr=1.0, decay_rate=0.0, lr_decay=0.8, weight_decay=0.0, threads=1,
+                   dropout_x=0.3, dropout_a=0.3, patience=3, seed=0)
+STREAM = StreamConfig(T=35, clip=0.25)
+SIZES = {"m": 256, "h": 256}
+QUICK = {"m": 32, "h": 32, "batch": 8, "T": 10}  # --quick: a small network on a tiny slice
+N = 5  # the window rows' order: the NPLM's n, four words of context
+GRAD_K = 50  # steps back of the gradient-through-time measurement
+GRAD_CELLS = ("rnn", "lstm")  # the cells it is measured for
+SAMPLES = {"seeds": (0, 1, 2), "length": 30}  # each seed's row: one sample of 30 words per sampling seed
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of the table: ``make(V, seed, sizes)`` -> its model, of ``kind`` "stream" or "window"."""
+
+    name: str
+    what: str
+    make: Callable
+    kind: str
+
+    def method(self, corpus, quick: bool, kn: dict) -> Method:
+        """The protocol's Method of this row on ``corpus`` (``kn``: the KN 5-gram's log-probabilities)."""
+        return (stream_method if self.kind == "stream" else window_method)(self.name, self.make, corpus, quick, kn)
+
+
+ROWS: dict[str, Row] = {}
+
+
+def register(name: str, what: str, make: Callable, kind: str) -> Row:
+    """Add a row to the table (a new model is one call): ``make(V, seed, sizes)`` -> the model."""
+    if kind not in ("stream", "window"):
+        raise ValueError(f"a row's kind is stream or window, got {kind!r}")
+    ROWS[name] = Row(name, what, make, kind)
+    return ROWS[name]
+
+
+def sizes(quick: bool) -> dict:
+    return {**SIZES, "batch": RULE.batch, "T": STREAM.T, **(QUICK if quick else {})}
+
+
+def rule(lr: float, seed: int, quick: bool, window: bool = False) -> TrainConfig:
+    """The training rule with the grid's ``lr`` and ``seed``; a window model's batch holds B T examples."""
+    s = sizes(quick)
+    return replace(RULE, lr=lr, seed=seed, batch=s["batch"] * s["T"] if window else s["batch"])
+
+
+# --------------------------------------------------------------------------- the two kinds of model
+def stream_method(name: str, make: Callable, corpus, quick: bool, kn: dict) -> Method:
+    """A stream model: ``make(V, seed, sizes)`` -> a recurrent model (:mod:`nplm_edu.models.rnn`'s interface)."""
+    stream = replace(STREAM, T=sizes(quick)["T"])
+
+    def build(lr, seed):
+        model, cfg = make(corpus.V, seed, sizes(quick)), rule(lr, seed, quick)
+        return model, cfg, StreamBackend(model, cfg, stream)
+
+    lp = SplitLogProbs(split_log_probs)
+    return Method(name, build, score=lambda m, c, s: r3(ppl(lp(m, c, s))), stamp={"stream": asdict(stream)},
+                  extra=lambda m, c: seed_extras(m, c, kn, lp, stream=True))
+
+
+def window_method(name: str, make: Callable, corpus, quick: bool, kn: dict) -> Method:
+    """A window model: ``make(V, seed, sizes)`` -> a model with the NPLM's interface (``order``,
+    ``loss_and_grads(contexts, targets, mask_x, mask_a)``, ``log_prob``), trained with clipping."""
+
+    def build(lr, seed):
+        model, cfg = make(corpus.V, seed, sizes(quick)), rule(lr, seed, quick, window=True)
+        return model, cfg, SerialBackend(model, cfg, clip=STREAM.clip)
+
+    lp = SplitLogProbs(window_log_probs)
+    return Method(name, build, score=lambda m, c, s: r3(ppl(lp(m, c, s))), stamp={"clip": STREAM.clip},
+                  extra=lambda m, c: seed_extras(m, c, kn, lp))
+
+
+class SplitLogProbs:
+    """``log_probs(model, corpus, split)`` computed once per trained model and split: the perplexity and
+    the mixture read the same numbers."""
+
+    def __init__(self, log_probs: Callable):
+        self.log_probs, self.model, self.done = log_probs, None, {}
+
+    def __call__(self, model, corpus, split: str) -> np.ndarray:
+        if model is not self.model:
+            self.model, self.done = model, {}
+        if split not in self.done:
+            self.done[split] = self.log_probs(model, corpus, split)
+        return self.done[split]
+
+
+def window_log_probs(model, corpus, split: str) -> np.ndarray:
+    return batched_log_prob(model, *corpus.windows(split, model.order), batch=1024)
+
+
+# --------------------------------------------------------------------------- the rows
+def _cell(cell: str):
+    return lambda V, seed, s: recurrent_model(RecurrentConfig(V=V, cell=cell, m=s["m"], h=s["h"], seed=seed))
+
+
+def _lstm_window(V, seed, s):
+    return WindowRecurrent(WindowRecurrentConfig(V=V, cell="lstm", n=N, m=s["m"], h=s["h"], seed=seed))
+
+
+def _nplm(V, seed, s):
+    return FusedNPLM(NPLMConfig(V=V, n=N, m=s["m"], h=s["h"], direct=False, seed=seed))
+
+
+register("rnn", "Elman network (Elman 1990; Mikolov et al. 2010), state carried", _cell("rnn"), "stream")
+register("lstm", "LSTM (Hochreiter and Schmidhuber 1997; forget gate of Gers et al. 2000), state carried",
+         _cell("lstm"), "stream")
+register("gru", "GRU (Cho et al. 2014), state carried", _cell("gru"), "stream")
+register("lstm-4", f"the same LSTM fed only the last {N - 1} words (a window model: zero state, {N - 1} steps)",
+         _lstm_window, "window")
+register("nplm-dropout", f"the NPLM (n = {N}, no direct connections) with the LSTM's sizes, dropout and clipping",
+         _nplm, "window")
+
+
+def parameter_counts(V: int, quick: bool = False, names=None) -> dict:
+    """The parameter counts of the rows ``names`` (default all) at vocabulary size V (built, not trained)."""
+    return {name: int(ROWS[name].make(V, 0, sizes(quick)).num_params()) for name in (names or ROWS)}
+
+
+# --------------------------------------------------------------------------- one trained seed
+def seed_extras(model, corpus, kn: dict, lp: SplitLogProbs, stream: bool = False) -> dict:
+    """What a seed's row holds beside its perplexities (read from ``lp``, after the protocol scored the
+    test set with it, once): the KN 5-gram mixture, the parameter count, the samples; a stream model
+    also its test perplexity with the state reset at paragraph marks, and seed 0 its gradient through time."""
+    valid, test = lp(model, corpus, "valid"), lp(model, corpus, "test")
+    mix = mixture_with(valid, kn["valid"], test, kn["test"])
+    row = {"mix_weight": mix["weight"], "mix_valid_ppl": r3(mix["valid"]), "mix_test_ppl": r3(mix["test"]),
+           "parameters": model.num_params()}
+    if stream and paragraph_id(corpus.vocab) is not None:
+        row["test_reset_ppl"] = r3(ppl(split_log_probs(model, corpus, "test", reset_at_paragraph=True)))
+    if stream and model.config.seed == 0 and model.kind in GRAD_CELLS:  # the vanishing gradient, on validation
+        row["gradient_through_time"] = gradient_through_time(model, split_stream(corpus, "valid")[0], K=GRAD_K)
+    row["samples"] = seeded_samples(model, corpus)
+    return row
+
+
+def sample_prompt(corpus) -> np.ndarray:
+    """The context every row's samples start from: the first n-1 words of the validation split."""
+    return corpus.valid[:N - 1]
+
+
+def seeded_samples(model, corpus, seeds=SAMPLES["seeds"], length: int = SAMPLES["length"]) -> dict:
+    """One sample of ``length`` words per seed (its own Generator), from :func:`sample_prompt`."""
+    prompt = sample_prompt(corpus)
+    texts = [" ".join(corpus.vocab.decode(sample(model, prompt, np.random.default_rng(s), length=length)[0]))
+             for s in seeds]
+    return {"prompt": " ".join(corpus.vocab.decode(prompt)), "seeds": list(seeds), "texts": texts}
+
+
+# --------------------------------------------------------------------------- the KN 5-gram, once
+def corpus_key(corpus) -> str:
+    """A short digest of the corpus's ids, split bounds and vocabulary size."""
+    h = hashlib.sha256(np.ascontiguousarray(corpus.ids, dtype=np.int64).tobytes())
+    h.update(f"{corpus.bounds}|{corpus.V}".encode())
+    return h.hexdigest()[:16]
+
+
+def kn5_log_probs(corpus, folder) -> dict:
+    """Our modified Kneser-Ney 5-gram fitted on ``corpus``'s training split: log P of every validation
+    and test token, in order; cached in ``folder`` (computed once per corpus)."""
+    path = Path(folder) / f"kn5-{corpus_key(corpus)}.npz"
+    if path.exists():
+        with np.load(path) as f:
+            return {"valid": f["valid"], "test": f["test"]}
+    kn5 = KneserNey(5, corpus.V).fit(corpus.train)
+    out = {s: batched_log_prob(kn5, *corpus.windows(s, 5)) for s in ("valid", "test")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: np.savez(f, **out))
+    return out
