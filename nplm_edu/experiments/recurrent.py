@@ -24,7 +24,6 @@ file under its lock when it is done, so processes given different rows fill one 
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, replace
 
 from ..analysis.evaluation import r3
@@ -166,15 +165,12 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
 def run_row(name, corpus, kn, protocol, seeds, runs, out, doc, opts, quiet) -> list[dict]:
     """One row: its learning rate chosen on validation, then its seeds trained and scored."""
     method = ROWS[name].method(corpus, opts.quick, kn)
-    t0 = time.monotonic()
     choice = choose_lr(method, corpus, protocol, runs, opts.force, quiet)
-    if not quiet:
-        grid = ", ".join(f"{lr:g}: {'diverged' if v is None else f'{v:.1f}'}" for lr, v in choice["grid"].items())
-        print(f"{name}: validation after {protocol.grid_epochs} epochs {grid}; lr {choice['lr']:g}", flush=True)
+    grid = ", ".join(f"{lr:g}: {'diverged' if v is None else f'{v:.1f}'}" for lr, v in choice["grid"].items())
+    print(f"{name}: validation after {protocol.grid_epochs} epochs {grid}; lr {choice['lr']:g}", flush=True)
     rows = run_seeds(method, corpus, protocol, choice, runs, out=out, target="recurrent", doc=doc, seeds=seeds,
                      force=opts.force, quiet=quiet)
-    if not quiet:
-        for r in rows:
-            print(f"{name} seed {r['seed']}: {r['epochs']} epochs, valid {r['valid_ppl']}, test {r['test_ppl']}, "
-                  f"mixed with KN5 {r['mix_test_ppl']} ({time.monotonic() - t0:.0f} s so far)", flush=True)
+    for r in rows:
+        print(f"{name} seed {r['seed']}: {r['epochs']} epochs ({r['cpu_seconds_training']:.0f} CPU s), valid "
+              f"{r['valid_ppl']}, test {r['test_ppl']}, mixed with KN5 {r['mix_test_ppl']}", flush=True)
     return rows
