@@ -198,12 +198,14 @@ def test_the_check_reads_every_page_at_a_desktop_and_a_phone_width_and_each_rule
     expected = [w for _, words in selftest.CASES.values() for w in words]
     rules = ["printed output wider than its block", "the page is wider than the viewport", "content cut off",
              "a table with no cue that it scrolls", "too small for a finger", "too short for a finger",
-             "scrolls sideways", "wider than the column", "image shown at", "changes nothing", "raw TeX"]
+             "scrolls sideways", "wider than the column", "image shown at", "changes nothing", "raw TeX",
+             "cut off at the screen's edge", "text in a widget drawn at", "widget areas drew nothing"]
     for phrase in rules:
         assert phrase in cb.INSPECT_JS or phrase in Path(cb.__file__).read_text(), phrase
         assert any(phrase in w for w in expected), f"no self-test page must fail {phrase!r}"
     # controls are moved by input events (the protocol's Input domain), never by a value set in JavaScript
     assert "selectedIndex =" not in cb.INSPECT_JS and ".value =" not in cb.INSPECT_JS
+    assert "no-check" not in cb.INSPECT_JS  # no class of block is exempt from the printed-width rule
     assert "page.key(" in Path(cb.__file__).read_text() and "page.drag(" in Path(cb.__file__).read_text()
 
 

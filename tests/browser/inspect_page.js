@@ -121,7 +121,7 @@
   function printed() {
     const found = [];
     for (const pre of column().querySelectorAll(PRINTED)) {
-      if (!visible(pre) || pre.closest(".nplm-no-check")) continue;
+      if (!visible(pre)) continue;
       const room = pre.clientWidth, saved = [pre.style.whiteSpace, pre.style.overflowX, pre.style.overflowWrap];
       pre.style.whiteSpace = "pre";
       pre.style.overflowX = "auto";

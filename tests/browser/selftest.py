@@ -81,8 +81,13 @@ CASES = {
     "table_no_cue.html": (f"<div style='overflow-x:auto'><table><tr>{NUMBERS}</tr></table></div>",
                           ["a table with no cue that it scrolls"]),
     "tiny_control.html": (WIDGET.format(inner="<input type='range' style='width:100px;height:10px'>"
+                                              "<label style='font-size:6px'>step</label>"
                                               "<div class='pic' style='width:300px;height:60px;background:red'></div>",
-                                        script=LIVE), ["too small for a finger", "too short for a finger"]),
+                                        script=LIVE), ["too small for a finger", "too short for a finger",
+                                                       "text in a widget drawn at 6.0 px"]),
+    "blank_widget.html": (WIDGET.format(inner="", script=""), ["widget areas drew nothing"]),
+    "past_edge.html": ("<div style='overflow-x:clip'><div style='width:1500px;height:20px;background:#ccc'></div></div>",
+                       ["cut off at the screen's edge"]),
 }
 
 
