@@ -228,8 +228,8 @@ def test_every_row_reads_an_existing_result():
 
 # --------------------------------------------------------------------------- figures read off the notebooks' own outputs
 def stored_outputs(notebook: str) -> str:
-    """Every code cell's stored outputs, in order, as one text: printed streams, ``text/plain`` and
-    ``text/html`` with its tags stripped and its entities decoded; every run of white space read as one
+    """Every code cell's stored outputs, in order, as one text: printed streams, ``text/plain``,
+    ``text/markdown``, and ``text/html`` with its tags stripped and its entities decoded; every run of white space read as one
     space. The pieces of one printed stream follow each other as printed; other outputs and cells are
     kept apart by a space."""
     return " ".join(_stored_outputs(page) for page in chapter_pages(notebook))
@@ -249,6 +249,8 @@ def _stored_outputs(path: Path) -> str:
                 pieces.append(f"\n{''.join(data['text/plain'])}\n")
             if "text/html" in data:
                 pieces.append(f"\n{html.unescape(re.sub(r'<[^>]*>', ' ', ''.join(data['text/html'])))}\n")
+            if "text/markdown" in data:
+                pieces.append(f"\n{''.join(data['text/markdown'])}\n")
         pieces.append("\n")
     return re.sub(r"\s+", " ", "".join(pieces))
 
@@ -584,10 +586,10 @@ OUTPUT_FIGURES = [
     ("10_output_layers", rf"A grammar of {N} words says little", r"synthetic grammar, \|V\| = (\d+);", None),
     # chapter 10: the two trees on the synthetic corpus (the paths printed as L and R)
     ("10_output_layers", rf"In the clustered tree the words of a class share the first steps of their paths: the animals all start with (\w+),",
-     r"cat Huffman \S+ clustered (\S+) dog Huffman \S+ clustered (\S+) horse Huffman \S+ clustered (\S+)", lambda *p: os.path.commonprefix(p)),
+     r"(?<!\S)cat \S+ (\S+) dog \S+ (\S+) horse \S+ (\S+) kitchen", lambda *p: os.path.commonprefix(p)),
     ("10_output_layers", rf"\*kitchen\* and \*garden\* part after the {W} step",
-     r"kitchen Huffman (\S+) clustered \S+ garden Huffman (\S+)", lambda a, b: nth(first_split(a, b))),
-    ("10_output_layers", rf"about as frequent as each other, share {W}\.", r"dog Huffman (\S+) clustered \S+ horse Huffman (\S+)",
+     r"(?<!\S)kitchen (\S+) \S+ garden (\S+) \S+ walking", lambda a, b: nth(first_split(a, b))),
+    ("10_output_layers", rf"about as frequent as each other, share {W}\.", r"(?<!\S)cat \S+ \S+ dog (\S+) \S+ horse (\S+)",
      lambda a, b: in_words(first_split(a, b))),
     # ex-output-2 (its statement reads the demonstration above, the run shown)
     ("10_output_layers", rf"\$\\log Z\$ grew to about {N}\.", r"importance sampling -?[\d.]+ [\d.]+ ([\d.]+) [\d.]+", ".0f"),
@@ -596,12 +598,11 @@ OUTPUT_FIGURES = [
     # chapter 11: |V|; the gradient checks (the largest error, as a power of ten; a cell nbval does not compare)
     ("11_recurrent", rf"vocabulary as Table 1 \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
     ("11_recurrent", rf"Relative errors of order \$10\^\{{(-\d+)\}}\$ and below",
-     r"rnn C (\S+) Wx (\S+) Wh (\S+) d (\S+) U (\S+) b (\S+) lstm C (\S+) Wx (\S+) Wh (\S+) d (\S+) U (\S+) b (\S+)",
+     r"network C Wx Wh d U b rnn (\S+) (\S+) (\S+) (\S+) (\S+) (\S+) lstm (\S+) (\S+) (\S+) (\S+) (\S+) (\S+)",
      lambda *errors: power_of_ten(max(errors))),
     # chapter 11: the small networks on the synthetic grammar against its bound
     ("11_recurrent", rf"Both come within about {N} of the best perplexity",
-     r"rnn validation perplexity by epoch: \[(?:[\d.]+, )*([\d.]+)\] lstm validation perplexity by epoch: \[(?:[\d.]+, )*([\d.]+)\] "
-     r"the grammar's best possible perplexity: ([\d.]+)",
+     r"epoch Elman RNN LSTM (?:\d+ [\d.]+ [\d.]+ )*\d+ ([\d.]+) ([\d.]+) (?:<IPython[^>]*> )?the grammar's best possible perplexity: ([\d.]+)",
      lambda rnn, lstm, best: "/".join(sorted({format(x / best - 1, ".0%") for x in (rnn, lstm)}))),
     # chapter 11: the Brown runs
     ("11_recurrent", rf"\(the NPLM with {W} the parameters,", r"\(ch\. 8\) 4 words ([\d.]+)M .*? Elman RNN, h 256 all ([\d.]+)M",
