@@ -172,10 +172,6 @@ N = r"([-\d.,]+%?)"  # a number as the prose prints it
 
 FIGURES = [
     # (chapter 8: every number of the central claim is glued from central_claim.json)
-    # chapter 9: the out-of-vocabulary rule on Brown
-    ("09_embeddings", rf"\(−{N} against −[\d.]+ nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_own"), ".3f"),
-    ("09_embeddings", rf"\(−[\d.]+ against −{N} nats per token on Brown\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_unk"), ".3f"),
-    ("09_embeddings", rf"another unknown word's vector \(−{N}\)", lambda R: -R(f"{NOV}/oov/mean_log_prob_other"), ".3f"),
     ("10_output_layers", rf"an example reads \$2\\sqrt\{{\|V\|\}} \\approx {N}\$ rows", lambda R: 2 * math.sqrt(R("output_layers/V")), ".0f"),
     # chapter 10: the mean class size of frequency binning, |V| / n_c
     ("10_output_layers", rf"\$\|V\| / n_c \\approx {N}\$ on",
@@ -530,36 +526,6 @@ OUTPUT_FIGURES = [
     ("08_results", rf"both runs had their best epoch at the {W} and stopped",
      r"MLP1 \(direct\) \d+ (\d+) .*? MLP1-ND \(no direct\) \d+ (\d+) ", lambda *best: "/".join(sorted({nth(b) for b in best}))),
     ("08_results", rf"got to its best validation perplexity first: {W} epochs of", r"MLP1-ND \(no direct\) \d+ (\d+) ", in_words),
-    # chapter 9: the synthetic grammar's classes and the m = 2 model
-    ("09_embeddings", rf"Each of its {N} words belongs to one class", r"(\d+) words with a class", None),
-    ("09_embeddings", rf"The validation perplexity settles near {N}\.", r"epoch 10 train ppl [\d.]+ valid ppl ([\d.]+)", ".1f"),
-    # chapter 9: neighbours on Brown
-    ("09_embeddings", rf"\*could\* next to every other modal verb, all above {N}\.",
-     r"could: " + ", ".join([r"\S+ \(([\d.]+)\)"] * 6), lambda *s: format(math.floor(10 * min(s)) / 10, ".1f")),
-    ("09_embeddings", rf"among the modal verbs, every neighbour at {N} or above",
-     r"can \( ?[\d,]+ times\): " + ", ".join([r"\S+ \(([\d.]+)\)"] * 8) + r" may \( ?[\d,]+ times\): " + ", ".join([r"\S+ \(([\d.]+)\)"] * 8),
-     lambda *s: f"{min(s):.2f}"),
-    ("09_embeddings", rf"\*bank\*, seen {N} times", r"bank \( ?(\d+) times\)", None),
-    # chapter 9: the rule for unknown words, on the synthetic grammar
-    ("09_embeddings", rf"on the synthetic grammar it is worse \(−{N} against", r"C\(j\), the word's own vector -([\d.]+)", None),
-    ("09_embeddings", rf"it is worse \(−[\d.]+ against −{N}\)", r"C\(j'\), another unknown word's -([\d.]+)", None),
-    # ex-emb-1
-    ("09_embeddings", rf"on the last snapshot: {N} against", r"euclidean: ([\d.]+) cosine: [\d.]+", None),
-    ("09_embeddings", rf"on the last snapshot: [\d.]+ against {N} with cosine", r"euclidean: [\d.]+ cosine: ([\d.]+)", None),
-    # ex-emb-2: h = 30 against h = 0
-    ("09_embeddings", rf"\({N} against [\d.]+ after 200\)", r"after 200 updates: agreement h = 30 [\d.]+, h = 0 ([\d.]+)", None),
-    ("09_embeddings", rf"\([\d.]+ against {N} after 200\)", r"after 200 updates: agreement h = 30 ([\d.]+),", None),
-    ("09_embeddings", rf"catches up by 1,000 updates \({N} for both\)", r"after 1,000 updates: agreement h = 30 ([\d.]+), h = 0 ([\d.]+)", alike(".2f")),
-    ("09_embeddings", rf"about the same level \({N} against", r"after 7,500 updates: agreement h = 30 [\d.]+, h = 0 ([\d.]+)", None),
-    ("09_embeddings", rf"about the same level \([\d.]+ against {N}\)", r"after 7,500 updates: agreement h = 30 ([\d.]+),", None),
-    ("09_embeddings", rf"best validation perplexity is {N} without it", r"best validation perplexity: h = 30 [\d.]+, h = 0 ([\d.]+)", None),
-    ("09_embeddings", rf"without it, {N} with it", r"best validation perplexity: h = 30 ([\d.]+),", None),
-    # ex-emb-3: the shares of variance of the m = 30 table
-    ("09_embeddings", rf"The first two explain {N} of the variance", r"first two together: ([\d.]+%)", None),
-    ("09_embeddings", rf"\(the first about {N} of it", r"components 1-10: \[([\d.]+)", ".0%"),
-    ("09_embeddings", rf"the tenth component still explains {N}\.", r"components 1-10: \[(?:[\d.]+ +){9}([\d.]+)\]", ".1%"),
-    ("09_embeddings", rf"misses nearly (\w+ \w+) of the variance", r"first two together: ([\d.]+%)",
-     lambda x: {3: "three quarters"}.get(round(4 * (1 - x)), f"{1 - x:.0%}")),
     # chapter 10: the Brown runs, one method against the full softmax (CPU time)
     ("10_output_layers", rf"the same split and vocabulary \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
     ("10_output_layers", rf"one dot product instead of {N},", rf"corpus brown: {BROWN_V}", None),
@@ -646,7 +612,7 @@ def test_the_output_checks_can_fail():
     with pytest.raises(AssertionError, match="the stored outputs say"):
         test_prose_figure_matches_stored_output("06_training", rf"How good is {N}\?", r"best valid ppl ([\d.]+)", ".1f")
     with pytest.raises(AssertionError, match="the stored outputs say"):
-        test_prose_figure_matches_stored_output("09_embeddings", rf"on the last snapshot: {N} against", r"euclidean: [\d.]+ cosine: ([\d.]+)", None)
+        test_prose_figure_matches_stored_output("06_training", rf"Both stop after epoch {N},", r"kept the parameters of epoch (\d+)", None)
     # ... and so are a sentence that is gone, an output that is gone, and an output pattern that reads two different lines
     with pytest.raises(AssertionError, match="no longer says"):
         test_prose_figure_matches_stored_output("06_training", rf"a sentence the book never had {N}", r"best valid ppl ([\d.]+)", None)
