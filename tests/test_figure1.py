@@ -1,4 +1,4 @@
-"""Figure 1 of the paper drawn by code: the parts the paper draws, the book's shapes, the column width."""
+"""Figure 1 of the paper drawn by code: the parts the paper draws, the book's shapes, a width a phone shows."""
 
 import matplotlib
 
@@ -27,7 +27,7 @@ def test_the_parts_and_shapes(tmp_path):
         assert part in t, part
     assert len(dashed_arrows(fig)) == 2  # the direct connections, dashed
     fig.savefig(tmp_path / "f.png", dpi=100)
-    assert fig.get_size_inches()[0] * 100 == 700  # the book's column width in pixels
+    assert fig.get_size_inches()[0] * 100 <= 342 / 0.65  # a phone's 342 px column shows it at 65% or more
     plt.close(fig)
 
 

@@ -27,10 +27,11 @@ def _arrow(ax, a, b, dashed=False, color=INK, rad=0.0, lw=1.1):
                                  shrinkA=0, shrinkB=0))
 
 
-def draw_architecture(n: int = 4, direct: bool = True, figsize=(7.0, 5.6), ax=None):
+def draw_architecture(n: int = 4, direct: bool = True, figsize=(5.1, 4.6), ax=None):
     """Draw the architecture for a context of n-1 words (3 drawn columns when n > 4, with dots).
 
-    Returns the matplotlib Figure. ``direct``: draw the direct connections W x (dashed)."""
+    Returns the matplotlib Figure. ``direct``: draw the direct connections W x (dashed). The default
+    size, 510 px wide at 100 dpi, keeps its 9 to 11 pt text readable in a phone's column."""
     if n < 2:
         raise ValueError("n must be at least 2 (one context word)")
     if ax is None:
@@ -55,20 +56,20 @@ def draw_architecture(n: int = 4, direct: bool = True, figsize=(7.0, 5.6), ax=No
     left, right = min(xs[0], mid - 2.3) - 1.05, max(xs[-1], mid + 2.3) + 1.05
     ax.add_patch(FancyBboxPatch((left, y_C - 0.6), right - left, 1.2, boxstyle="round,pad=0.02,rounding_size=0.1",
                                 fc="none", ec=SHARED, lw=1.3, linestyle=(0, (2, 2))))
-    ax.text(right + 0.12, y_C, "look-up in $C$,\n$|V| \\times m$:\none table\nfor every word", ha="left", va="center",
+    ax.text(right + 0.12, y_C, "look-up\nin $C$,\n$|V| \\times m$:\none table\nfor every\nword", ha="left", va="center",
             fontsize=9, color=SHARED)
     for x, name in zip(xs, names):
         if name == "...":
             ax.text(x, y_C, "...", ha="center", va="center", fontsize=14)
             ax.text(x, y_idx, "...", ha="center", va="center", fontsize=14)
             continue
-        _box(ax, x, y_idx, 1.9, 0.55, f"index of {name}", fill="white", size=9)
+        _box(ax, x, y_idx, 1.9, 0.55, f"index {name}", fill="white", size=9)
         _box(ax, x, y_C, 1.75, 0.75, "$C(" + name.strip("$") + ")$", size=11)
         _arrow(ax, (x, y_idx + 0.28), (x, y_C - 0.38))
     ax.text(left - 0.1, y_C, "$x$:\n$(n-1)m$", ha="right", va="center", fontsize=10)
 
     # hidden layer and output layer
-    hid_w, out_w = 3.8, 6.9
+    hid_w, out_w = 5.4, 7.6
     _box(ax, mid, y_hid, hid_w, 0.95, "$a = \\tanh(d + Hx)$,  $h$ units\n$H$: $h \\times (n-1)m$", size=11)
     _box(ax, mid, y_out, out_w, 0.95, "softmax:  $P(w_t = i \\mid$ context$)$,  $i = 1, \\dots, |V|$\n"
          + ("$y = b + Wx + Ua$" if direct else "$y = b + Ua$") + ",  $|V|$ units", size=11,
