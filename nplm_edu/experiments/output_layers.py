@@ -43,13 +43,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..analysis.comparison import HEAD, comparison_rows
 from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..models.nplm import NPLMConfig
 from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig
 from .output_energy import run_energy
-from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, TimedBackend,  # noqa: F401
+from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, TimedBackend,
                              build_model, parse_methods, sampled_extra)
 from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_corpus, mean_std,
                        run_seeds, seeds_time_to_quality, write_rows)
@@ -159,10 +160,14 @@ def run_method(method: Method, corpus, protocol: Protocol, seeds: tuple, root: P
     whose seed diverges is reported and the others go on."""
     try:
         choice = choose_lr(method, corpus, protocol, root, force, quiet)
-        if not quiet:
-            print(f"{method.name}: lr {choice['lr']:g} chosen, grid {choice['grid']}", flush=True)
-        return run_seeds(method, corpus, protocol, choice, root, out=out, target=TARGET, doc=doc, seeds=seeds,
+        grid = ", ".join(f"{lr:g}: {'diverged' if v is None else f'{v:.1f}'}" for lr, v in choice["grid"].items())
+        print(f"{method.name}: lr {choice['lr']:g} chosen on validation ({grid})", flush=True)
+        rows = run_seeds(method, corpus, protocol, choice, root, out=out, target=TARGET, doc=doc, seeds=seeds,
                          force=force, quiet=quiet, finish=finish)
+        for r in rows:
+            print(f"{r['run']}: {r['epochs']} epochs, valid {r['valid_ppl']:.1f}, test {r['test_ppl']:.1f}"
+                  + (f", diverged: {r['diverged']}" if r.get("diverged") else ""), flush=True)
+        return rows
     except TrainingDiverged as e:
         print(f"{method.name}: {e}", flush=True)
         return []
@@ -212,17 +217,34 @@ def reference_of(runs: list[dict], protocol: dict) -> dict | None:
             "complete": [r["seed"] for r in full] == list(protocol["seeds"])}
 
 
+def with_speeds(runs: list[dict], per_epoch: int) -> None:
+    """Each seed row's per-update speed and its ratio to the full softmax's mean speed (in place)."""
+    for r in runs:
+        r["examples_per_cpu_second"] = update_speed(r["history"], per_epoch)
+    full = [r["examples_per_cpu_second"] for r in runs if r["method"] == REFERENCE and r["examples_per_cpu_second"]]
+    base = float(np.mean(full)) if full else None
+    for r in runs:
+        r["speedup_vs_full"] = r["examples_per_cpu_second"] / base if base and r["examples_per_cpu_second"] else None
+
+
+def in_order(doc: dict) -> dict:
+    """The grid, summaries and rows in the table's order (:data:`METHODS`), whichever process merged first."""
+    order = {m: i for i, m in enumerate(METHODS)}
+
+    def rank(m):
+        return order.get(m, len(order)), m
+
+    return {**doc, "grid": {m: doc["grid"][m] for m in sorted(doc["grid"], key=rank)},
+            "summary": {m: doc["summary"][m] for m in sorted(doc["summary"], key=rank)},
+            "runs": sorted(doc["runs"], key=lambda r: (rank(r["method"]), r["seed"]))}
+
+
 def finish(doc: dict) -> dict:
     """Each seed's per-update speed and its ratio to the full softmax's mean speed; per method the mean
     ± std of both, of the sampled layers' log Z and self-normalized perplexity, and the time to come
     within 5% and 1% of the reference (None until a full-softmax row is in the file)."""
     runs = doc["runs"]
-    for r in runs:
-        r["examples_per_cpu_second"] = update_speed(r["history"], doc["examples_per_epoch"])
-    full = [r["examples_per_cpu_second"] for r in runs if r["method"] == REFERENCE and r["examples_per_cpu_second"]]
-    base = float(np.mean(full)) if full else None
-    for r in runs:
-        r["speedup_vs_full"] = r["examples_per_cpu_second"] / base if base and r["examples_per_cpu_second"] else None
+    with_speeds(runs, doc["examples_per_epoch"])
     ref = reference_of(runs, doc["protocol"])
     for name, s in doc["summary"].items():
         rows = sorted((r for r in runs if r["method"] == name), key=lambda r: r["seed"])
@@ -231,25 +253,14 @@ def finish(doc: dict) -> dict:
                 s[key] = mean_std(r[key] for r in rows)
         s["time_to_quality"] = (seeds_time_to_quality([r["history"] for r in rows], ref["best_valid_ppl"]["mean"])
                                 if ref else None)
-    return {**doc, "reference": ref}
-
-
-def _cpu(q: dict) -> str:
-    if not q["reached"]:
-        return f"never ({q['best_valid_ppl']['mean']:.1f})"
-    return f"{q['cpu_seconds']['mean']:.0f}s ({q['reached']}/{q['seeds']})"
+    return in_order({**doc, "reference": ref})
 
 
 def print_table(doc: dict) -> None:
-    """One line per method: chosen lr, seeds, validation and test perplexity, speed-up, time to quality."""
+    """The chapter's table (:func:`~nplm_edu.analysis.comparison.comparison_rows`) as text, one line per method."""
     print(f"\nOutput layers on {doc['corpus']} (|V| = {doc['V']:,}), MLP9, the comparison protocol"
           + ("  [--quick]" if doc.get("quick") else ""))
-    print(f"{'method':16} {'lr':>5} {'seeds':>5} {'valid':>15} {'test':>15} {'x full':>7} {'to 5% (cpu)':>16} "
-          f"{'to 1% (cpu)':>16}")
-    for name, s in doc["summary"].items():
-        v, t = s["valid_ppl"], s["test_ppl"]
-        pm = [f"{x['mean']:.1f} ± {x['std']:.1f}" if x["std"] is not None else f"{x['mean']:.1f}" for x in (v, t)]
-        sp = s.get("speedup_vs_full")
-        q = s["time_to_quality"] or []
-        print(f"{name:16} {s['lr']:5g} {len(s['seeds']):5d} {pm[0]:>15} {pm[1]:>15} "
-              f"{sp['mean'] if sp else float('nan'):7.2f} " + " ".join(f"{_cpu(x):>16}" for x in q))
+    lines = HEAD + comparison_rows(doc)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(HEAD[0]))]
+    for line in lines:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))))

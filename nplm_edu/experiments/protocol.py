@@ -19,25 +19,27 @@ chooses its rate (the schedule does not depend on the epoch count). Rows are key
 seeds 0 and 1 in one, seed 2 in the other) keep every row; the protocol's settings, the grid's
 validation perplexities and the summaries are written beside them.
 
-Compute plan, from the seconds per epoch of the results files in ``data/results/`` (Brown, one
-thread). ``output_layers.json`` (MLP9, 3 epochs a method): ``train_cpu_seconds`` full softmax 380.9,
-class-frequency 54.9, class-exchange 49.3, tree-huffman 23.1, tree-cluster 24.4, is 16.2,
-is-adaptive 17.4, is-target 16.2, nce 13.1: 595.5 s, 198.5 s an epoch of all nine; the exact
-validation perplexity adds 160.5 s an epoch for the nine (``valid_seconds``: 30.8 for the full
-softmax, 23.7 to 34.4 for the sampled objectives, 1 to 2.5 for the trees and classes): an epoch
-of the table is about 360 s. A method costs 3 grid values x 2 epochs = 6 epochs (the chosen
-value's 2 are its first seed's start), then each seed to early stopping: about 18 epochs if the
-full softmax's convergence near epoch 15 holds (15 + patience 3), so 6 + 16 + 18 + 18 = 58 epochs,
-x 360 s = 20,900 s = 5.8 CPU hours for the table; with every seed at the 30-epoch cap
-6 + 28 + 30 + 30 = 94 epochs, 9.4 hours. ``recurrent.json`` (15 epochs each, wall, validation
+Compute plan. ``output_layers.json`` (MLP9 on the comparison slice, one thread, twelve methods),
+from epochs timed on a shared machine (niced, with about 14 processes waiting for its 2 cores, so
+these CPU seconds run high, up to about twice a quiet machine's): one epoch of the full softmax took
+66.8 CPU seconds (59.9 of them in updates, the rest the exact validation perplexity over 50,000
+words), of the class-frequency softmax 11.4 (10.8 in updates). From 100 updates and 5,000 validation
+windows of each, timed alike: the differentiated softmax about 75 s an epoch (its softmax still runs
+over all |V| words), the adaptive softmax 16, is-ess 16 (about 280 samples a batch early in
+training; up to about 70 s if every batch took the 2,000 cap); scaled from the 3-epoch Brown run:
+class-exchange 10, tree-huffman 5, tree-cluster 5, is, is-adaptive, is-target and nce about 10 each
+(their exact validation costs what the full softmax's does): about 240 CPU seconds an epoch of all
+twelve. A method costs 3 grid values x 2 epochs = 6 epochs (the chosen value's 2 are its first seed's
+start), then each seed to early stopping: about 18 epochs if a run stops near epoch 15 (15 + patience
+3), so 6 + 16 + 18 + 18 = 58 epochs, x 240 s = 13,900 s = 3.9 CPU hours for the table; with every
+seed at the 40-epoch cap 6 + 38 + 40 + 40 = 124 epochs, 8.3 hours. ``recurrent.json`` (15 epochs each, wall, validation
 included): the Elman network 3,366 s (224 s an epoch), the LSTM 6,110 s (407 s an epoch; 260 s
 once warm, its first epochs ran on a loaded machine): 632 s an epoch of the pair, x 58 = 36,600 s =
 10.2 hours (94 x 632 s = 16.5 at the cap). ``central_claim.json``: 2,256 s wall for all its networks, three
 seeds each already, trained to early stopping; a 3-value grid of 2 epochs a network makes it at
-most about 5 times that, 3.1 hours. Total about 5.8 + 10.2 + 3.1 = 19 CPU hours (9.4 + 16.5 + 3.1 = 29 with every
+most about 5 times that, 3.1 hours. Total about 3.9 + 10.2 + 3.1 = 17 CPU hours (8.3 + 16.5 + 3.1 = 28 with every
 run at its cap), within about 40 CPU hours on two cores; the rest is for the controls beside them
-(the LSTM reset every four words, the NPLM with dropout) and importance sampling with a sample
-size set by the effective sample size.
+(the LSTM reset every four words, the NPLM with dropout).
 """
 
 from __future__ import annotations

@@ -116,6 +116,16 @@ class DifferentiatedSoftmax(SparseOutputLayer):
         grads["b"] = gb
         return {"U": ga}, grads
 
+    def log_prob(self, params, inputs, targets):
+        """log p(target | h) = y_w - log sum_v exp(y_v): (K,) float64, from the scores in rank order (no
+        (K, |V|) table put back in word order: what evaluation costs)."""
+        a = self.input(inputs)
+        t = self.rank[check_targets(targets, self.V)]  # (K,) the targets' columns
+        y = self.scores(params, a)  # (K, |V|) rank order
+        mx = y.max(axis=1, keepdims=True)
+        lse = mx[:, 0].astype(np.float64) + np.log(np.exp(y - mx).sum(axis=1).astype(np.float64))  # (K,) log Z
+        return y[np.arange(len(t)), t].astype(np.float64) - lse
+
     def log_probs(self, params, inputs):
         """log p(w | h) of every word: (K, |V|) float64, in word-id order."""
         lp = log_softmax(self.scores(params, self.input(inputs)).astype(np.float64))  # rank order
