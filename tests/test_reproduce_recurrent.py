@@ -138,3 +138,20 @@ def test_bad_rows_or_seeds_are_one_line(tmp_path, capsys, extra, message):
     assert main([*QUICK, *extra, "--out", str(tmp_path / "r.json"), "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_transformer_rows_train_on_blocks_and_are_scored_from_their_window(tmp_path):
+    from nplm_edu.training.blocks import BlockBackend
+
+    corpus = load_corpus("synthetic", synthetic_tokens=3000, seed=3)
+    kn = {s: np.zeros(len(corpus.split(s))) for s in ("valid", "test")}
+    for n_ctx in (4, 32):
+        model, cfg, backend = ROWS[f"transformer-{n_ctx}"].method(corpus, True, kn).build(1.0, 0)
+        assert model.config.n_ctx == n_ctx and isinstance(backend, BlockBackend) and backend.clip == 0.25
+        assert cfg.batch == max(1, 8 * 10 // n_ctx) and cfg.dropout_x == cfg.dropout_a == 0 and cfg.tie
+    out = tmp_path / "r.json"
+    assert main([*QUICK, "--models", "transformer-4", "--seeds", "0", "--out", str(out),
+                 "--runs-dir", str(tmp_path / "runs")]) == 0
+    (row,) = json.loads(out.read_text())["runs"]
+    assert row["method"] == "transformer-4" and row["parameters"] > 0 and row["test_ppl"] > 1
+    assert len(row["samples"]["texts"]) == 3 and all(len(t.split()) == 30 for t in row["samples"]["texts"])

@@ -126,7 +126,7 @@ def the_corpus(spec: CorpusSpec, quick: bool):
 
 def header(corpus, kn: dict, quick: bool) -> dict:
     """What the results file says once, the same for every process filling it."""
-    counts = parameter_counts(corpus.V, quick)
+    counts = parameter_counts(corpus.V, quick, ORDER)  # the default rows (a row asked for by name: in its seeds' rows)
     return {"corpus": corpus.name, "V": corpus.V, "quick": bool(quick),
             "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")},
             "slice": {"train": COMPARISON_SLICE[0], "valid": COMPARISON_SLICE[1], "test": "whole split"}

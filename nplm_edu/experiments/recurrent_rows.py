@@ -2,7 +2,7 @@
 
 A row is a :class:`Row`: a name, one line saying what it is, ``make(V, seed, sizes)`` building its
 model, and its kind; :meth:`Row.method` is the :class:`~nplm_edu.experiments.protocol.Method` the
-protocol trains. Two kinds of model exist:
+protocol trains. Three kinds of model exist:
 
 - a *stream* model (:func:`stream_method`) reads the training text as B parallel streams with
   truncated backpropagation through time, its state carried from batch to batch
@@ -10,7 +10,11 @@ protocol trains. Two kinds of model exist:
   each split, and again with the state reset at every paragraph mark;
 - a *window* model (:func:`window_method`) predicts each word from the n-1 words before it, trained
   by the NPLM's trainer on shuffled windows of B T examples an update (the tokens a stream update
-  reads), with the same clipping; it is scored over every token from its window.
+  reads), with the same clipping; it is scored over every token from its window;
+- a *blocks* model (:func:`block_method`), a Transformer, is trained on blocks of its window with a
+  prediction at every position (:mod:`nplm_edu.training.blocks`), B T words an update, the same
+  clipping and no dropout; it is scored over every token from the n_ctx words before it, and sampled
+  from the same prompt as the others, its window growing from the prompt's words.
 
 Every row shares one training rule (:data:`RULE`, :data:`STREAM`): the mean NLL per token, SGD with
 the learning rate the grid chooses, decayed by 0.8 per epoch, the gradient norm clipped at 0.25,
@@ -41,10 +45,13 @@ from ..data.files import atomic_write
 from ..models.ngram import KneserNey
 from ..models.nplm import NPLMConfig
 from ..models.rnn import RecurrentConfig
+from ..models.transformer import TransformerConfig
 from ..numerics.fused import FusedNPLM
 from ..numerics.recurrent import recurrent_model
+from ..numerics.transformer import FastTransformer
 from ..numerics.window_recurrent import WindowRecurrent, WindowRecurrentConfig
 from ..training.backends import SerialBackend
+from ..training.blocks import BlockBackend
 from ..training.config import TrainConfig
 from ..training.stream import StreamBackend, StreamConfig, paragraph_id, split_log_probs, split_stream
 from .protocol import Method
@@ -62,7 +69,7 @@ SAMPLES = {"seeds": (0, 1, 2), "length": 30}  # each seed's row: one sample of 3
 
 @dataclass(frozen=True)
 class Row:
-    """A row of the table: ``make(V, seed, sizes)`` -> its model, of ``kind`` "stream" or "window"."""
+    """A row of the table: ``make(V, seed, sizes)`` -> its model, of ``kind`` "stream", "window" or "blocks"."""
 
     name: str
     what: str
@@ -71,7 +78,8 @@ class Row:
 
     def method(self, corpus, quick: bool, kn: dict) -> Method:
         """The protocol's Method of this row on ``corpus`` (``kn``: the KN 5-gram's log-probabilities)."""
-        return (stream_method if self.kind == "stream" else window_method)(self.name, self.make, corpus, quick, kn)
+        methods = {"stream": stream_method, "window": window_method, "blocks": block_method}
+        return methods[self.kind](self.name, self.make, corpus, quick, kn)
 
 
 ROWS: dict[str, Row] = {}
@@ -79,8 +87,8 @@ ROWS: dict[str, Row] = {}
 
 def register(name: str, what: str, make: Callable, kind: str) -> Row:
     """Add a row to the table (a new model is one call): ``make(V, seed, sizes)`` -> the model."""
-    if kind not in ("stream", "window"):
-        raise ValueError(f"a row's kind is stream or window, got {kind!r}")
+    if kind not in ("stream", "window", "blocks"):
+        raise ValueError(f"a row's kind is stream, window or blocks, got {kind!r}")
     ROWS[name] = Row(name, what, make, kind)
     return ROWS[name]
 
@@ -120,6 +128,24 @@ def window_method(name: str, make: Callable, corpus, quick: bool, kn: dict) -> M
     lp = SplitLogProbs(window_log_probs)
     return Method(name, build, score=lambda m, c, s: r3(ppl(lp(m, c, s))), stamp={"clip": STREAM.clip},
                   extra=lambda m, c: seed_extras(m, c, kn, lp))
+
+
+def block_method(name: str, make: Callable, corpus, quick: bool, kn: dict) -> Method:
+    """A Transformer: ``make(V, seed, sizes)`` -> a :class:`~nplm_edu.models.transformer.Transformer`,
+    trained on K = B T / n_ctx blocks an update (B T words predicted, as a stream update reads) with the
+    same clipping, no dropout; read through its :meth:`~nplm_edu.models.transformer.Transformer.window_model`."""
+
+    def build(lr, seed):
+        s = sizes(quick)
+        model = make(corpus.V, seed, s)
+        cfg = replace(rule(lr, seed, quick), batch=max(1, s["batch"] * s["T"] // model.config.n_ctx), dropout_x=0.0,
+                      dropout_a=0.0, tie=model.tied)
+        return model, cfg, BlockBackend(model, cfg, clip=STREAM.clip)
+
+    lp = SplitLogProbs(window_log_probs)
+    return Method(name, build, score=lambda m, c, s: r3(ppl(lp(m.window_model(), c, s))),
+                  stamp={"clip": STREAM.clip, "dropout": 0.0},
+                  extra=lambda m, c: seed_extras(m.window_model(), c, kn, lp))
 
 
 class SplitLogProbs:
@@ -162,6 +188,17 @@ register("lstm-4", f"the same LSTM fed only the last {N - 1} words (a window mod
          _lstm_window, "window")
 register("nplm-dropout", f"the NPLM (n = {N}, no direct connections) with the LSTM's sizes, dropout and clipping",
          _nplm, "window")
+
+
+def _transformer(n_ctx: int):
+    return lambda V, seed, s: FastTransformer(TransformerConfig(V=V, n_ctx=n_ctx, m=s["m"], heads=4, layers=2,
+                                                                d_ff=4 * s["m"], tie=True, seed=seed))
+
+
+for _n_ctx in (N - 1, 32):
+    register(f"transformer-{_n_ctx}", f"a decoder-only Transformer (Vaswani et al. 2017; Radford et al. 2019) reading "
+             f"the last {_n_ctx} words: 2 blocks of 4 heads, d_ff 4m, output tied to C, no dropout, trained on blocks "
+             f"of {_n_ctx} words with every position predicted", _transformer(_n_ctx), "blocks")
 
 
 def parameter_counts(V: int, quick: bool = False, names=None) -> dict:

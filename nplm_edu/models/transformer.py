@@ -244,6 +244,12 @@ class Transformer:
         return lp.reshape(X.shape)
 
     # ----------------------------------------------------------------- a window model
+    def window_model(self) -> "WindowReader":
+        """This model through the interface the package's other language models share (one object, kept)."""
+        if getattr(self, "_window", None) is None:
+            self._window = WindowReader(self)
+        return self._window
+
     def next_log_prob(self, contexts, targets) -> np.ndarray:
         """log P(targets[k] | contexts[k]) (K,) float64, contexts (K, T) the T <= n_ctx words before
         each target, read at the window's last position (the others are computed and not scored)."""
