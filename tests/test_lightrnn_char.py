@@ -35,6 +35,21 @@ def test_lightrnn_reassigns_after_every_epoch_and_resumes(tmp_path):
     assert len(np.unique(again.params["slot"])) == corpus.V and slot.shape == again.params["slot"].shape
 
 
+def test_lightrnn_is_a_method_of_output_layers():
+    from nplm_edu.experiments.output_layers import NETWORK
+    from nplm_edu.experiments.output_methods import METHODS, LightRNNBackend, build_model
+
+    corpus = load_corpus("synthetic", synthetic_tokens=5_000, seed=3)
+    model, desc = build_model("lightrnn", corpus, NPLMConfig(V=corpus.V, seed=1, **NETWORK), None)
+    assert "lightrnn" in METHODS and desc["table"] == [7, 7]
+    c, _ = corpus.windows("valid", model.order)
+    assert np.allclose(model.probs(c[:50]).sum(axis=1), 1.0, atol=1e-5)
+    cfg = TrainConfig(epochs=2, batch=32, lr=1.0, seed=0, threads=1)
+    hist = train(model, corpus, cfg, quiet=True, backend=LightRNNBackend(model, cfg))["epochs"]
+    assert hist[-1]["valid_ppl"] < hist[0]["valid_ppl"] < corpus.V
+    assert all("train_cpu_seconds" in e and "reassign" in e for e in hist)
+
+
 def test_the_char_lstm_trains_on_the_stream():
     corpus = load_corpus("synthetic", synthetic_tokens=3_000, seed=3)
     model = char_lstm(corpus.vocab.words, seed=1, sizes={"h": 16}, quick=True)

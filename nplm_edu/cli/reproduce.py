@@ -183,7 +183,7 @@ def _add_output_layers(sub) -> None:
     q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003, by the comparison protocol "
                                              "(CPU hours on Brown, resumable, parallel)",
                        description="MLP9 trained with each output layer after 2003 (class-factored, tree, "
-                                   "differentiated and adaptive softmaxes, importance sampling, NCE) by one "
+                                   "differentiated and adaptive softmaxes, LightRNN, importance sampling, NCE) by one "
                                    "protocol: the learning rate chosen on validation, three seeds to early "
                                    "stopping, time to the full softmax's quality. Processes given different "
                                    "--methods fill one file.")

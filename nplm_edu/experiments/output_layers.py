@@ -1,8 +1,9 @@
-"""``python -m nplm_edu reproduce output-layers``: the output layer solved eleven ways, compared by one protocol.
+"""``python -m nplm_edu reproduce output-layers``: the output layer solved twelve ways, compared by one protocol.
 
 The paper's section 5 proposes a tree-structured output and importance sampling to get around the
 |V|-wide softmax (about 99.3% of MLP9's multiply-adds on Brown); later work added the class-factored
-softmax, NCE, the differentiated and the adaptive softmax (:mod:`~nplm_edu.experiments.output_methods`).
+softmax, NCE, the differentiated and the adaptive softmax and LightRNN's word table
+(:mod:`~nplm_edu.experiments.output_methods`).
 This command trains MLP9 of Table 1 (n 5, h 100, m 30, no direct connections) with each output layer
 under the comparison protocol (:mod:`~nplm_edu.experiments.protocol`): on the comparison slice of
 Brown (the first 200,000 training tokens, the first 50,000 validation tokens, the whole test split,
@@ -50,8 +51,8 @@ from ..models.nplm import NPLMConfig
 from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig
 from .output_energy import run_energy
-from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, TimedBackend,
-                             build_model, parse_methods, sampled_extra)
+from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
+                             TimedBackend, build_model, parse_methods, sampled_extra)
 from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_corpus, mean_std,
                        run_seeds, seeds_time_to_quality, write_rows)
 from .skeleton import read_results, results_file, runs_for
@@ -149,7 +150,7 @@ def make_method(name: str, corpus, opts: OutputLayersOptions, cache: Path, quiet
     def build(lr: float, seed: int):
         model, _ = build_model(name, corpus, NPLMConfig(V=corpus.V, seed=seed, **NETWORK), opts, cache, True)
         cfg = replace(TRAIN, lr=lr, seed=seed)
-        return model, cfg, TimedBackend(model, cfg)
+        return model, cfg, (LightRNNBackend if name == "lightrnn" else TimedBackend)(model, cfg)
 
     return Method(name, build, stamp={"layer": desc, "class_file": opts.class_file}, extra=sampled_extra)
 

@@ -15,6 +15,9 @@ word counts and bigrams)::
                      60, 25 and 15 of the h = 100 hidden units
     adaptive         adaptive softmax (Grave et al. 2017): a head and two tails reading h/4 = 25 and
                      h/16 = 6 projected features
+    lightrnn         LightRNN (Li et al. 2016): the words in a 134 x 134 table, each read as a row and a
+                     column vector and predicted as a row then a column; the table reassigned after
+                     every epoch (:mod:`~nplm_edu.experiments.lightrnn_char`)
     is               importance sampling, unigram proposal, k samples (Bengio & Senecal 2003)
     is-adaptive      importance sampling, unigram adapted to the network during training
     is-ess           importance sampling as Bengio & Senecal ran it: the adaptive proposal and the
@@ -52,9 +55,10 @@ from ..numerics.fused import FusedNPLM
 from ..numerics.sparse import SparseNPLM
 from ..training.checkpoint import data_fingerprint
 from ..training.backends import SerialBackend
+from .lightrnn_char import Reassigning, lightrnn_network
 
 METHODS = ("full", "class-frequency", "class-exchange", "class-file", "tree-huffman", "tree-cluster", "differentiated",
-           "adaptive", "is", "is-adaptive", "is-ess", "is-target", "nce")
+           "adaptive", "lightrnn", "is", "is-adaptive", "is-ess", "is-target", "nce")
 EXCHANGE_PASSES = 3  # as the class-based n-grams of Table 1
 BROWN_V = 17_907
 BANDS = (2_000, 6_000)  # frequency ranks where the second and third bands start, for |V| = 17,907
@@ -193,6 +197,8 @@ def build_model(method: str, corpus, net: NPLMConfig, opts, cache: Path | None =
         raise UserError(f"unknown method {method!r}: choose from {', '.join(METHODS)}", setting="methods")
     if method == "full":
         return FusedNPLM(net), {"cost_per_example": V}
+    if method == "lightrnn":
+        return lightrnn_network(corpus, net)
     counts = train_counts(corpus.train, V)
     C = check_n_classes(opts.n_classes, V) if opts.n_classes is not None else default_n_classes(V)
     if method.startswith(("class-", "tree-")):
@@ -245,6 +251,10 @@ class TimedBackend(SerialBackend):
         self.t_train = self.t_train_cpu = self.t_valid = 0.0
         self.partial = False
         return out
+
+
+class LightRNNBackend(Reassigning, TimedBackend):
+    """The timed backend reassigning LightRNN's table after every epoch's validation (``lightrnn``)."""
 
 
 def sampled_extra(model, corpus, batch: int = 1024) -> dict:
