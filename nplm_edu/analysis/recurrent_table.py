@@ -1,0 +1,135 @@
+"""What a chapter shows of the recurrent table's results file (the rows trained by one protocol over several seeds).
+
+A results file of the recurrent table (``reproduce recurrent``) holds one row per model and seed
+(``runs``), each with its learning rate chosen on validation, its epochs, its parameter count, its
+validation and test perplexity, and its test perplexity mixed with the Kneser-Ney 5-gram. These
+functions read such a file, finished or not (a model with one seed so far shows its one value, no
+spread), and give:
+
+- :func:`row_summaries`: per model, mean ± standard deviation over its seeds of each perplexity;
+- :func:`differences`: the difference of two models' mean test perplexities, with the seeds' spread,
+  and whether the difference is within it (:func:`within_spread`);
+- :func:`recurrent_table` / :func:`show_recurrent_table`: both as one HTML table;
+- :func:`samples_lines` / :func:`print_samples`: the seeded samples each trained network wrote.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .report import show_table
+
+# the two controls of the recurrent table: what the words beyond the last four buy the LSTM, and the
+# LSTM against the NPLM at equal dropout and about equal size
+CONTROLS = (("lstm", "lstm-4"), ("lstm", "nplm-dropout"))
+MEASURES = ("valid_ppl", "test_ppl", "mix_test_ppl")
+
+
+def runs_by_model(doc: dict) -> dict[str, list[dict]]:
+    """The seed rows of the file, grouped by model in the order the file first lists them, by seed."""
+    out: dict[str, list[dict]] = {}
+    for r in doc.get("runs", []):
+        out.setdefault(r["method"], []).append(r)
+    return {m: sorted(rows, key=lambda r: r["seed"]) for m, rows in out.items()}
+
+
+def spread(values) -> dict:
+    """Mean, sample standard deviation (None for fewer than 2 values), min, max and the values."""
+    v = np.asarray([float(x) for x in values if x is not None], dtype=np.float64)
+    if not v.size:
+        return {"mean": None, "std": None, "min": None, "max": None, "n": 0, "values": []}
+    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else None, "min": float(v.min()),
+            "max": float(v.max()), "n": int(v.size), "values": v.tolist()}
+
+
+def row_summaries(doc: dict) -> dict[str, dict]:
+    """Per model: its seeds, chosen learning rate, epochs per seed, parameter count, how many runs
+    stopped early or reached the epoch cap, and :func:`spread` of each of :data:`MEASURES`."""
+    out = {}
+    for model, rows in runs_by_model(doc).items():
+        out[model] = {"seeds": [r["seed"] for r in rows], "lr": rows[0]["lr"], "epochs": [r["epochs"] for r in rows],
+                      "parameters": rows[0].get("parameters"),
+                      "stopped_early": sum(bool(r.get("stopped_early")) for r in rows),
+                      "reached_max_epochs": sum(bool(r.get("reached_max_epochs")) for r in rows),
+                      **{k: spread(r.get(k) for r in rows) for k in MEASURES}}
+    return out
+
+
+def within_spread(a: dict, b: dict) -> bool | None:
+    """Whether two models' seeds overlap: the range of one's values meets the other's (None: a model
+    has no value yet). Overlapping seeds mean the seeds alone could give either order."""
+    if not a["n"] or not b["n"]:
+        return None
+    return a["min"] <= b["max"] and b["min"] <= a["max"]
+
+
+def differences(doc: dict, pairs=CONTROLS, measure: str = "test_ppl") -> list[dict]:
+    """For each (a, b) of ``pairs`` with both models in the file: mean(a) - mean(b) of ``measure``, the
+    spread of that difference (the standard deviation of one seed of a minus one seed of b,
+    sqrt(std_a^2 + std_b^2); None with fewer than two seeds of either), and :func:`within_spread`."""
+    s = row_summaries(doc)
+    out = []
+    for a, b in pairs:
+        if a not in s or b not in s:
+            continue
+        x, y = s[a][measure], s[b][measure]
+        sd = math.hypot(x["std"], y["std"]) if x["std"] is not None and y["std"] is not None else None
+        out.append({"a": a, "b": b, "measure": measure, "difference": x["mean"] - y["mean"], "std": sd,
+                    "within_spread": within_spread(x, y), "seeds": (x["n"], y["n"])})
+    return out
+
+
+def pm(s: dict, digits: int = 1) -> str:
+    """'mean ± std' of a :func:`spread` (the mean alone for one seed; '' for none)."""
+    if not s["n"]:
+        return ""
+    if s["std"] is None:
+        return f"{s['mean']:.{digits}f}"
+    return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
+
+
+def recurrent_table(doc: dict, order=None, pairs=CONTROLS) -> tuple[list, list]:
+    """(body, head) of the table: one line per model (chosen lr, epochs per seed, parameters, validation,
+    test and mixed test perplexity as mean ± std over the seeds), then one line per control difference."""
+    s = row_summaries(doc)
+    models = [m for m in (order or []) if m in s] + [m for m in s if m not in (order or [])]
+    head = [["model", "lr", "epochs", "parameters", "seeds", "valid", "test", "test, mixed with KN5"]]
+    body = [[m, f"{s[m]['lr']:g}", ", ".join(map(str, s[m]["epochs"])),
+             f"{s[m]['parameters']:,}" if s[m]["parameters"] else "", str(len(s[m]["seeds"])),
+             pm(s[m]["valid_ppl"]), pm(s[m]["test_ppl"]), pm(s[m]["mix_test_ppl"])] for m in models]
+    for d in differences(doc, pairs):
+        body.append([(f"{d['a']} − {d['b']} (test)", 6), difference_text(d), ""])
+    return body, head
+
+
+def difference_text(d: dict) -> str:
+    """'-12.3 ± 4.5, within the seeds' spread' (or 'beyond the seeds' spread'; no verdict on one seed)."""
+    text = f"{d['difference']:+.1f}" + (f" ± {d['std']:.1f}" if d["std"] is not None else "")
+    if min(d["seeds"]) < 2:
+        return text + " (one seed so far)"
+    return text + (", within the seeds' spread" if d["within_spread"] else ", beyond the seeds' spread")
+
+
+def show_recurrent_table(doc: dict, caption: str = "", order=None, pairs=CONTROLS) -> None:
+    """Display :func:`recurrent_table` in a notebook (:func:`~nplm_edu.analysis.report.show_table`)."""
+    body, head = recurrent_table(doc, order, pairs)
+    show_table(body, head, caption)
+
+
+def samples_lines(doc: dict, seed: int = 0, order=None) -> list[str]:
+    """The samples of each model's run of ``seed`` (when trained): 'model: prompt | text' lines."""
+    lines = []
+    by = runs_by_model(doc)
+    for m in [m for m in (order or []) if m in by] + [m for m in by if m not in (order or [])]:
+        row = next((r for r in by[m] if r["seed"] == seed and r.get("samples")), None)
+        if row is not None:
+            lines += [f"{m}: {row['samples']['prompt']} | {t}" for t in row["samples"]["texts"]]
+    return lines
+
+
+def print_samples(doc: dict, seed: int = 0, order=None) -> None:
+    """Print :func:`samples_lines`."""
+    for line in samples_lines(doc, seed, order):
+        print(line)

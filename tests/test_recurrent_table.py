@@ -1,0 +1,53 @@
+"""analysis.recurrent_table: the recurrent table read from a results file, finished or partial."""
+
+import math
+
+import pytest
+
+from nplm_edu.analysis.recurrent_table import (recurrent_table, differences, pm, row_summaries, samples_lines,
+                                          spread, within_spread)
+
+
+def run(method, seed, test, valid=None, mix=None, epochs=10):
+    return {"run": f"{method}/seed{seed}", "method": method, "seed": seed, "lr": 10.0, "epochs": epochs,
+            "parameters": 1000 + len(method), "valid_ppl": valid or test + 5, "test_ppl": test,
+            "mix_test_ppl": mix or test - 20, "stopped_early": True, "reached_max_epochs": False,
+            "samples": {"prompt": "the cat sat on", "seeds": [0, 1, 2], "texts": [f"{method} {seed} a", "b", "c"]}}
+
+
+DOC = {"runs": [run("lstm", 0, 200), run("lstm", 1, 204), run("lstm", 2, 202),
+                run("lstm-4", 0, 230), run("lstm-4", 1, 236), run("lstm-4", 2, 233),
+                run("nplm-dropout", 0, 203), run("nplm-dropout", 1, 199), run("nplm-dropout", 2, 207)]}
+
+
+def test_summaries_are_mean_and_sample_std_of_the_seeds():
+    s = row_summaries(DOC)
+    assert s["lstm"]["test_ppl"]["mean"] == pytest.approx(202) and s["lstm"]["test_ppl"]["std"] == pytest.approx(2)
+    assert s["lstm"]["seeds"] == [0, 1, 2] and s["lstm"]["epochs"] == [10, 10, 10] and s["lstm"]["lr"] == 10.0
+    assert pm(s["lstm"]["test_ppl"]) == "202.0 ± 2.0"
+
+
+def test_control_differences_say_whether_the_seeds_overlap():
+    d = {x["b"]: x for x in differences(DOC)}
+    assert d["lstm-4"]["difference"] == pytest.approx(202 - 233) and d["lstm-4"]["within_spread"] is False
+    assert d["lstm-4"]["std"] == pytest.approx(math.hypot(2, 3))
+    assert d["nplm-dropout"]["within_spread"] is True  # 199..207 meets 200..204
+    body, _ = recurrent_table(DOC, order=("lstm", "lstm-4", "nplm-dropout"))
+    text = [row[1] for row in body[3:]]
+    assert "beyond the seeds' spread" in text[0] and "within the seeds' spread" in text[1]
+    assert [row[0] for row in body[:3]] == ["lstm", "lstm-4", "nplm-dropout"]
+
+
+def test_a_partial_file_shows_what_it_has():
+    partial = {"runs": [run("lstm", 0, 200), run("lstm-4", 1, 230)]}
+    body, head = recurrent_table(partial)
+    assert len(head[0]) == 8 and all(sum(c[1] if isinstance(c, tuple) else 1 for c in r) == 8 for r in body)
+    assert body[0][6] == "200.0" and "one seed so far" in body[2][1]  # no spread from one seed
+    assert len(differences(partial)) == 1  # nplm-dropout not trained yet
+    assert recurrent_table({"runs": []}) == ([], [head[0]])
+    assert within_spread(spread([]), spread([1.0])) is None
+
+
+def test_samples_of_one_seed_per_model():
+    lines = samples_lines(DOC, seed=1, order=("nplm-dropout",))
+    assert lines[0] == "nplm-dropout: the cat sat on | nplm-dropout 1 a" and len(lines) == 9
