@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from nplm_edu.analysis.recurrent_table import (recurrent_table, differences, pm, row_summaries, samples_lines,
+from nplm_edu.analysis.recurrent_table import (differences, pm, recurrent_table, row_summaries, samples_lines,
                                           spread, within_spread)
 
 

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from .comparison import pm
 from .report import show_table
 
 # the two controls of the recurrent table: what the words beyond the last four buy the LSTM, and the
@@ -79,15 +80,6 @@ def differences(doc: dict, pairs=CONTROLS, measure: str = "test_ppl") -> list[di
         out.append({"a": a, "b": b, "measure": measure, "difference": x["mean"] - y["mean"], "std": sd,
                     "within_spread": within_spread(x, y), "seeds": (x["n"], y["n"])})
     return out
-
-
-def pm(s: dict, digits: int = 1) -> str:
-    """'mean ± std' of a :func:`spread` (the mean alone for one seed; '' for none)."""
-    if not s["n"]:
-        return ""
-    if s["std"] is None:
-        return f"{s['mean']:.{digits}f}"
-    return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
 
 
 def recurrent_table(doc: dict, order=None, pairs=CONTROLS) -> tuple[list, list]:
