@@ -57,3 +57,17 @@ def test_the_char_lstm_trains_on_the_stream():
     cfg = TrainConfig(epochs=2, batch=4, lr=1.0, seed=2)
     e = train(model, corpus, cfg, quiet=True, backend=StreamBackend(model, cfg, StreamConfig(T=8, clip=0.25)))["epochs"]
     assert e[-1]["valid_ppl"] < e[0]["valid_ppl"] < corpus.V
+
+
+def test_char_lstm_is_a_row_of_the_recurrent_table():
+    from nplm_edu.analysis.recurrent import gradient_through_time
+    from nplm_edu.experiments.recurrent_rows import ROWS, parameter_counts, sizes
+
+    corpus = load_corpus("synthetic", synthetic_tokens=3_000, seed=3)
+    row = ROWS["char-lstm"]
+    assert row.kind == "stream"
+    model = row.make(corpus.V, 0, {**sizes(True), "words": corpus.vocab.words})
+    assert model.input.S.shape[0] == corpus.V and model.config.m == 525
+    assert parameter_counts(corpus.V, True, ["char-lstm"])["char-lstm"] == model.num_params()
+    norms = gradient_through_time(model, corpus.valid, K=3, positions=4, warmup=2)  # through the LSTM it wraps
+    assert len(norms) == 4 and all(n > 0 for n in norms)

@@ -60,6 +60,9 @@ def gradient_through_time(model, ids: np.ndarray, K: int = 50, positions: int = 
     from ..models.lstm import LSTM
     from ..models.rnn import ElmanRNN
 
+    if hasattr(model, "fill"):  # words read through an input layer (models.input.WithInput): the network
+        model.fill(ids)  # reads their rows of C, computed by the layer first
+        model = model.model
     W = warmup + K + 1  # words read before each prediction
     ends = np.linspace(W - 1, len(ids) - 2, positions).astype(int)  # the last word read at each place
     X = np.stack([ids[e - W + 1:e + 1] for e in ends])  # (B, W): one place per stream

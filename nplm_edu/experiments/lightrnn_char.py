@@ -10,7 +10,7 @@
   epoch's history line (``reassign``), with the CPU seconds it took (``reassign_cpu_seconds``).
 * ``char-lstm``: the LSTM of the recurrent table reading each word through Kim et al.'s small
   character-aware layer (d = 15 features a character, widths 1 to 6 with 25 w filters, m = 525, one
-  highway layer) instead of the table C; the spelling rules are those of
+  highway layer; the same layer in --quick runs) instead of the table C; the spelling rules are those of
   :mod:`nplm_edu.models.char_input` (an unknown character shares one id; words cut at 20 characters).
 """
 
@@ -28,7 +28,7 @@ from ..numerics.recurrent import recurrent_model
 
 CANDIDATES = 5  # LightRNN: each word's candidate rows, and columns in each of them
 CHAR = CharConfig()  # Kim et al.'s small layer: m = 525
-CHAR_QUICK = CharConfig(d=8, widths=(1, 2, 3), filters=4)  # --quick: m = 24
+CHAR_QUICK = CharConfig(d=8, widths=(1, 2, 3), filters=4)  # a small layer for quick checks: m = 24
 
 
 def lightrnn_network(corpus, net: NPLMConfig):

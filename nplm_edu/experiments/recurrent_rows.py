@@ -54,6 +54,7 @@ from ..training.backends import SerialBackend
 from ..training.blocks import BlockBackend
 from ..training.config import TrainConfig
 from ..training.stream import StreamBackend, StreamConfig, paragraph_id, split_log_probs, split_stream
+from .lightrnn_char import char_lstm
 from .protocol import Method
 
 RULE = TrainConfig(epochs=40, batch=32, lr=1.0, decay_rate=0.0, lr_decay=0.8, weight_decay=0.0, threads=1,
@@ -108,8 +109,8 @@ def stream_method(name: str, make: Callable, corpus, quick: bool, kn: dict) -> M
     """A stream model: ``make(V, seed, sizes)`` -> a recurrent model (:mod:`nplm_edu.models.rnn`'s interface)."""
     stream = replace(STREAM, T=sizes(quick)["T"])
 
-    def build(lr, seed):
-        model, cfg = make(corpus.V, seed, sizes(quick)), rule(lr, seed, quick)
+    def build(lr, seed):  # the vocabulary's words too, for a row that reads spellings
+        model, cfg = make(corpus.V, seed, {**sizes(quick), "words": corpus.vocab.words}), rule(lr, seed, quick)
         return model, cfg, StreamBackend(model, cfg, stream)
 
     lp = SplitLogProbs(split_log_probs)
@@ -176,6 +177,10 @@ def _lstm_window(V, seed, s):
     return WindowRecurrent(WindowRecurrentConfig(V=V, cell="lstm", n=N, m=s["m"], h=s["h"], seed=seed))
 
 
+def _char_lstm(V, seed, s):  # the parameter count does not depend on the spellings: any V words count it
+    return char_lstm(s.get("words") or [str(i) for i in range(V)], seed, s)
+
+
 def _nplm(V, seed, s):
     return FusedNPLM(NPLMConfig(V=V, n=N, m=s["m"], h=s["h"], direct=False, seed=seed))
 
@@ -184,6 +189,8 @@ register("rnn", "Elman network (Elman 1990; Mikolov et al. 2010), state carried"
 register("lstm", "LSTM (Hochreiter and Schmidhuber 1997; forget gate of Gers et al. 2000), state carried",
          _cell("lstm"), "stream")
 register("gru", "GRU (Cho et al. 2014), state carried", _cell("gru"), "stream")
+register("char-lstm", "the LSTM reading each word from its spelling (Kim et al. 2016: character convolutions of "
+         "widths 1 to 6, max over time, a highway layer; m = 525) instead of C, state carried", _char_lstm, "stream")
 register("lstm-4", f"the same LSTM fed only the last {N - 1} words (a window model: zero state, {N - 1} steps)",
          _lstm_window, "window")
 register("nplm-dropout", f"the NPLM (n = {N}, no direct connections) with the LSTM's sizes, dropout and clipping",
