@@ -1,7 +1,7 @@
 """Every model the package trains resumes bit for bit: a run interrupted at a random update and
 resumed ends with the final parameters, best parameters and history of a run never interrupted,
 byte for byte. Every model through the trainer's own interruption (as Ctrl-C); the NPLM, one cheap
-output layer of each kind's family and a recurrent model through a real kill -9 of a subprocess
+output layer of each kind's family, a recurrent model and the Transformer through a real kill -9 of a subprocess
 that checkpoints after every update (so an uninterrupted run also cannot depend on when its
 checkpoints fall)."""
 
@@ -60,7 +60,7 @@ def script(name, out, *args):
                           capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("name", ["nplm-sgd", "class", "nce", "lstm"])
+@pytest.mark.parametrize("name", ["nplm-sgd", "class", "nce", "lstm", "transformer"])
 def test_kill_9_at_a_random_update_and_resumed_is_the_same_run(name, tmp_path):
     done = script(name, tmp_path / "whole")
     assert done.returncode == 0, done.stderr
