@@ -622,7 +622,7 @@ def test_the_output_checks_can_fail():
         test_prose_figure_matches_stored_output("06_training", rf"How good is {N}\?", r"direct=\w+ ?: (\d+) epochs", None)
     # the outputs are read as a reader sees them: html tables without their tags, and streams as one text
     assert "MLP9 18 yes 15 112,500" in stored_outputs("08_results") and "<td>" not in stored_outputs("08_results")
-    assert "epoch 6: 4,500 updates, valid ppl 4.3412 epoch 7:" in stored_outputs("06_training")
+    assert "epoch 6: 4,500 updates, valid 4.3412 epoch 7:" in stored_outputs("06_training")
     assert [as_printed(t) for t in ("1,234", "14%", "2e-10", "RLL")] == [1234.0, 0.14, 2e-10, "RLL"]
     assert (in_words(24), nth(21), nth(15), a_fraction(0.211), power_of_ten(8e-4, 1e-3, 1e-3)) == (
         "twenty-four", "twenty-first", "fifteenth", "a fifth", "-3")
