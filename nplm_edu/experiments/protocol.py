@@ -32,14 +32,21 @@ class-exchange 10, tree-huffman 5, tree-cluster 5, is, is-adaptive, is-target an
 twelve. A method costs 3 grid values x 2 epochs = 6 epochs (the chosen value's 2 are its first seed's
 start), then each seed to early stopping: about 18 epochs if a run stops near epoch 15 (15 + patience
 3), so 6 + 16 + 18 + 18 = 58 epochs, x 240 s = 13,900 s = 3.9 CPU hours for the table; with every
-seed at the 40-epoch cap 6 + 38 + 40 + 40 = 124 epochs, 8.3 hours. ``recurrent.json`` (15 epochs each, wall, validation
-included): the Elman network 3,366 s (224 s an epoch), the LSTM 6,110 s (407 s an epoch; 260 s
-once warm, its first epochs ran on a loaded machine): 632 s an epoch of the pair, x 58 = 36,600 s =
-10.2 hours (94 x 632 s = 16.5 at the cap). ``central_claim.json``: 2,256 s wall for all its networks, three
+seed at the 40-epoch cap 6 + 38 + 40 + 40 = 124 epochs, 8.3 hours. The recurrent table
+(``recurrent.json``: rnn, lstm, gru, lstm-4, nplm-dropout, m = h = 256, on the comparison slice, one
+thread), from one epoch of each timed on the same shared machine (niced, about 14 processes on the 2
+cores, so again high): the LSTM 122 CPU seconds an epoch (updates and the validation perplexity over
+50,000 words), nplm-dropout 132; the GRU (no fast path: its reference runs about 1.35 times the fast
+LSTM's time an update) about 165, lstm-4 (four recurrent steps a word, the output layer once) about
+160, the Elman network about 105: about 685 CPU seconds an epoch of the five rows. A row costs 4 grid
+values x 2 epochs = 8 epochs, then its seeds: 8 + 16 + 18 + 18 = 60 epochs if a run stops near epoch
+15, x 685 s = 41,000 s = 11.4 CPU hours for the table (8 + 38 + 40 + 40 = 126 epochs, 24 hours, with
+every seed at the cap), plus scoring each seed (validation, test with the state carried and reset:
+under an epoch's cost). Two processes, one a core, take about half each: gru and lstm-4 (about 325 s
+an epoch) beside lstm, rnn and nplm-dropout (about 360 s). ``central_claim.json``: 2,256 s wall for all its networks, three
 seeds each already, trained to early stopping; a 3-value grid of 2 epochs a network makes it at
-most about 5 times that, 3.1 hours. Total about 3.9 + 10.2 + 3.1 = 17 CPU hours (8.3 + 16.5 + 3.1 = 28 with every
-run at its cap), within about 40 CPU hours on two cores; the rest is for the controls beside them
-(the LSTM reset every four words, the NPLM with dropout).
+most about 5 times that, 3.1 hours. Total about 3.9 + 11.4 + 3.1 = 18 CPU hours (8.3 + 24 + 3.1 = 35 with every
+run at its cap), within about 40 CPU hours on two cores.
 """
 
 from __future__ import annotations
