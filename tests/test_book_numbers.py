@@ -42,7 +42,6 @@ from pathlib import Path
 
 import pytest
 
-from nplm_edu.experiments.table1 import PAPER
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -76,96 +75,6 @@ def R(path: str):
         else:
             node = node[key]
     return node
-
-
-# figures used by several rows
-def kn5(R):
-    return R("ngrams/rows[model=kn,order=5]/test")
-
-
-
-
-def single(R, row):  # a network alone, test perplexity
-    return R(f"table1/rows/{row}/test")
-
-
-def ratio(path):
-    return lambda R: R(path) / kn5(R)
-
-
-NETWORKS = ("MLP1", "MLP3", "MLP5", "MLP7", "MLP9")
-
-PAPER_TEST = {r: PAPER[r][2] for r in NETWORKS}  # the paper's Table 1, test perplexity
-
-
-def mix05(R, row):  # a network mixed with the trigram at the paper's weight 0.5, test perplexity
-    return R(f"table1/rows/{row}/mixtures/0.5/test")
-
-
-
-
-def best_single(R):
-    return min(NETWORKS, key=lambda r: single(R, r))
-
-
-def mlp9_best_updates(R):  # updates done when MLP9 reached its best validation perplexity
-    return R("table1/rows/MLP9/history")[R("table1/rows/MLP9/best_epoch") - 1]["updates"]
-
-
-def valid_at(R, row, epoch):  # validation perplexity after an epoch (1-based)
-    return R(f"table1/rows/{row}/history")[epoch - 1]["valid_ppl"]
-
-
-def median_epoch(R, row):  # a row's median seconds per epoch
-    return statistics.median(e["seconds"] for e in R(f"table1/rows/{row}/history"))
-
-
-
-
-def mlp1_matches_nd(R):  # the first epoch at which MLP1's validation perplexity is at or below MLP1-ND's best
-    nd = valid_at(R, "MLP1-ND", R("table1/rows/MLP1-ND/best_epoch"))
-    return next(e["epoch"] for e in R("table1/rows/MLP1/history") if e["valid_ppl"] <= nd)
-
-
-def mean_gflops(R, row):  # arithmetic rate over a row's mean epoch: 2|V|D flops, 3 passes per training example, 1 per validation example
-    r = R(f"table1/rows/{row}")
-    D = r["h"] + (r["n"] - 1) * r["m"] if r["direct"] else r["h"]
-    flops = 2 * R("table1/V") * D * (3 * R("table1/tokens/train") + R("table1/tokens/valid"))
-    return flops / (r["seconds_training"] / r["epochs_run"]) / 1e9
-
-
-def ap_epoch_ratio(R):  # an AP News epoch's arithmetic against an MLP9 epoch on Brown (the paper's AP model, 13,994,528 examples)
-    return 17_964 * (60 + 5 * 100) * 13_994_528 / (R("table1/V") * R("table1/rows/MLP9/h") * R("table1/tokens/train"))
-
-
-def ap_epoch_hours(R):  # that many MLP9 epochs of mean length, in hours of one core
-    return ap_epoch_ratio(R) * R("table1/rows/MLP9/seconds_training") / R("table1/rows/MLP9/epochs_run") / 3600
-
-
-def best_bins(R):  # the best network's test tokens by the training count of the target
-    return R(f"table1/rows/{best_single(R)}/test_by_frequency")
-
-
-def often_bins(R):  # targets seen more than 10 times in training
-    return [b for b in best_bins(R) if b["bin"] in ("11-100", "101-1000", "1001-10000", ">10000")]
-
-
-def k1_rate(R):  # the paper's K = 1 rule on the Brown slice: examples per second
-    return R("minibatch/runs/k1/history")[-1]["examples"] / R("minibatch/runs/k1/seconds")
-
-
-def k1_slowdown(R):  # K = 1 against K = 128 with the same step per example: how many times as long
-    return R("minibatch/runs/k1/seconds") / R("minibatch/runs/same-step/seconds")
-
-
-def compute(R, field):  # the table, MLP1-ND and the row beyond the paper: seconds in all ("median": epochs x median)
-    runs = [R(f"table1/rows/{r}") for r in (*NETWORKS, "MLP1-ND")] + [R("beyond")]
-    if field == "median":
-        return sum(statistics.median(e["seconds"] for e in r["history"]) * r["epochs_run"] for r in runs)
-    return sum(r[field] for r in runs)
-
-
-NOV = "central_claim/brown/novel_trigrams"
 
 
 N = r"([-\d.,]+%?)"  # a number as the prose prints it
@@ -311,20 +220,6 @@ BROWN_V = r"\|V\| = (\d{1,3}(?:,\d{3})*)"  # |V| as an output prints it
 
 
 # chapter 8's table of the rows' runs: epochs and best epoch of the five networks, in order
-TABLE1_RUNS = " ".join(rf"{r} (\d+) (?:yes|no) (\d+) [\d,]+ \d+ \d+ \d+" for r in NETWORKS)
-
-
-def trial(name, column):  # chapter 8's trials beyond the paper: valid ppl after epochs 1-3, train ppl at epoch 3
-    k = ("valid 1", "valid 2", "valid 3", "train 3").index(column)
-    return rf"(?<!\S){name} (?:adam|sgd) \d+ \S+ x\S+ \S+, \S+ \S+ (?:\S+ ){{{k}}}(\S+)"
-
-
-def brown_row(method, column):
-    """Chapter 10's table of the Brown runs: one column of one method's row."""
-    k = ("train ex/s", "x full", "eval ex/s", "eval x full", "valid", "test", "test / full").index(column)
-    cols = [r"[\d,]+", r"[\d.]+", r"[\d,]+", r"[\d.]+", r"[\d.]+", r"[\d.]+", r"[\d.]+"]
-    cols[k] = f"({cols[k]})"
-    return rf"(?<!\S){method} " + " ".join(cols) + r"(?= )"
 
 
 GRADIENT = r"{} ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+)"  # k = 10, 20, 50, and the factor per step from 20 to 50
@@ -506,26 +401,6 @@ OUTPUT_FIGURES = [
     ("06_training", rf"Both stop after epoch {N},", r"stopped after epoch (\d+),", None),
     ("06_training", rf"after epoch \d+, worse than epoch {N},", r"kept the parameters of epoch (\d+)", None),
     ("06_training", rf"go back to the parameters of epoch {N}:", r"kept the parameters of epoch (\d+)", None),
-    # chapter 8: how long the rows trained (the table of the runs, in words)
-    *[("08_results", pattern, TABLE1_RUNS, fmt) for pattern, fmt in [
-        (rf"Early stopping ended every row, after {W} to", lambda *g: in_words(min(g[0::2]))),
-        (rf"after \w+ to {W} epochs, with the best epoch", lambda *g: in_words(max(g[0::2]))),
-        (rf"with the best epoch the {W} to the", lambda *g: nth(min(g[1::2]))),
-        (rf"with the best epoch the \w+ to the {W} \(the paper", lambda *g: nth(max(g[1::2]))),
-        (rf"ours had their best epochs between the {W} and", lambda *g: nth(min(g[1::2]))),
-        (rf"best epochs between the \w+ and the {W}\.", lambda *g: nth(max(g[1::2]))),
-        (rf"several times the {W} to \S+ epochs each row took", lambda *g: in_words(min(g[0::2]))),
-        (rf"several times the \w+ to {W} epochs each row took", lambda *g: in_words(max(g[0::2]))),
-        (rf"at most thirty: {W} to", lambda *g: in_words(min(g[0::2]))),
-        (rf"at most thirty: \w+ to {W} per row", lambda *g: in_words(max(g[0::2]))),
-    ]],
-    ("08_results", rf"reached its lowest value, \S+, at the {W} epoch", r"MLP9 \d+ (?:yes|no) (\d+) ", nth),
-    # chapter 8: MLP1 with and without direct connections (the first epoch below 290; the best epochs)
-    ("08_results", rf"MLP1 was below 290 after {W} epochs", r"MLP1 \(direct\) \d+ \d+ \S+ \S+ (\S+) ", in_words),
-    ("08_results", rf"and MLP1-ND only after {W} \(a lower curve", r"MLP1-ND \(no direct\) \d+ \d+ \S+ \S+ (\S+) ", in_words),
-    ("08_results", rf"both runs had their best epoch at the {W} and stopped",
-     r"MLP1 \(direct\) \d+ (\d+) .*? MLP1-ND \(no direct\) \d+ (\d+) ", lambda *best: "/".join(sorted({nth(b) for b in best}))),
-    ("08_results", rf"got to its best validation perplexity first: {W} epochs of", r"MLP1-ND \(no direct\) \d+ (\d+) ", in_words),
     # chapter 10: the Brown runs, one method against the full softmax (CPU time)
     ("10_output_layers", rf"the same split and vocabulary \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
     ("10_output_layers", rf"one dot product instead of {N},", rf"corpus brown: {BROWN_V}", None),
@@ -666,21 +541,6 @@ def test_chapter_8_arithmetic_rates_are_as_its_exercise_says():
             for r, d in D.items()}
     assert all(100 <= rate[r] <= 120 for r in ("MLP1", "MLP3", "MLP5")), rate
     assert all(80 <= rate[r] < 100 for r in ("MLP7", "MLP9")), rate
-
-
-def test_chapter_8_figures_in_words_are_as_the_results_say():
-    """Two figures chapter 8 writes in words, which FIGURES (numbers) cannot hold: the epochs MLP1 needed to
-    reach MLP1-ND's best validation perplexity (its minutes are a row above), and the parameters of the row
-    beyond the paper against MLP9's, |V|(m + h + 1) + h((n-1)m + 1) without direct connections."""
-    text = prose("08_results")
-    m = re.search(r"where MLP1 needed (\w+) epochs of", text)
-    assert m, "chapter 8 no longer says how many epochs MLP1 needed to match MLP1-ND"
-    assert m.group(1) == in_words(mlp1_matches_nd(R)), (m.group(1), mlp1_matches_nd(R))
-    mlp9, V = R("table1/rows/MLP9"), R("table1/V")
-    ratio = R("beyond/parameters") / (V * (mlp9["m"] + mlp9["h"] + 1) + mlp9["h"] * ((mlp9["n"] - 1) * mlp9["m"] + 1))
-    m = re.search(r"million parameters, (\w+) MLP9's\)", text)
-    assert m, "chapter 8 no longer compares the row beyond the paper's parameters with MLP9's"
-    assert m.group(1) == {2: "twice"}.get(round(ratio), f"{ratio:.2f} times") and abs(ratio - round(ratio)) < 0.05, (m.group(1), ratio)
 
 
 # what a printed output must not show a reader either: where our files happened to be, and commits
