@@ -7,8 +7,8 @@ With the network fixed, placing word w in slot (i, j) would cost its training oc
 
 (:func:`slot_costs`: two passes over the training windows; the change of the word's input vector is
 ignored, as in LightRNN). The column term depends on the row, so it is computed for a few rows per
-word only: its current row and its k cheapest rows by l_r; in any other row, the current row's column
-costs stand in. The best table is a minimum-cost assignment of the |V| words to the R C_t slots, one
+word only: its current row and its k cheapest rows by l_r; in any other row, its worst column cost in
+those rows stands in (an optimistic guess there moved words to rows where they did badly). The best table is a minimum-cost assignment of the |V| words to the R C_t slots, one
 word per slot. An exact solver (Hungarian, or minimum-cost flow as Li et al. use) needs the |V| x R C_t
 cost matrix: 320 million entries for |V| = 17,907. :func:`assign_greedy` keeps, as Li et al. do, only
 each word's best candidates: in each of its candidate rows its k cheapest columns, and its current
@@ -36,18 +36,21 @@ def light_output(model) -> LightOutput:
 
 class SlotCosts:
     """l(w, i, j) for every word and slot: ``Lr`` (|V|, R); ``rows`` (|V|, q) each word's candidate rows,
-    its current row first; ``Lc`` (|V|, q, C_t) the column costs in those rows."""
+    its current row first; ``Lc`` (|V|, q, C_t) the column costs in those rows. In a row that is not
+    one of its candidates a word's column cost is not computed: its worst column cost in its candidate
+    rows stands in, so that moves there are not taken on a guess."""
 
     def __init__(self, Lr: np.ndarray, rows: np.ndarray, Lc: np.ndarray):
         self.Lr, self.rows, self.Lc, self.C_t = Lr, rows, Lc, Lc.shape[2]
+        self.worst = Lc.reshape(len(Lc), -1).max(axis=1)  # (|V|,)
 
     def __call__(self, words, slots) -> np.ndarray:
         """l(w, i, j) of placing each of ``words`` in the matching one of ``slots`` (same shape)."""
         words, slots = np.broadcast_arrays(np.asarray(words), np.asarray(slots))
         i, j = slots // self.C_t, slots % self.C_t
         match = self.rows[words] == i[..., None]  # (..., q) is row i one of the word's candidate rows?
-        q = np.where(match.any(axis=-1), match.argmax(axis=-1), 0)  # else the current row's columns
-        return self.Lr[words, i] + self.Lc[words, q, j]
+        known = match.any(axis=-1)
+        return self.Lr[words, i] + np.where(known, self.Lc[words, match.argmax(axis=-1), j], self.worst[words])
 
     def total(self, slot: np.ndarray) -> float:
         """sum_w l(w, R_w, C_w) of the table ``slot`` (|V|,) (integers)."""
@@ -77,10 +80,10 @@ def slot_costs(model, contexts, targets, k: int = 5, batch: int = 1024) -> SlotC
 
 
 def candidates(costs: SlotCosts, slot: np.ndarray, k: int) -> np.ndarray:
-    """In each of a word's candidate rows its k cheapest columns, then its current slot: (|V|, q k + 1)."""
+    """A word's current slot, then in each of its candidate rows its k cheapest columns: (|V|, 1 + q k)."""
     cols = np.argsort(costs.Lc, axis=2, kind="stable")[:, :, :k]  # (|V|, q, k)
     cand = (costs.rows[:, :, None] * costs.C_t + cols).reshape(len(slot), -1)  # (|V|, q k)
-    return np.concatenate([cand, slot[:, None]], axis=1)
+    return np.concatenate([slot[:, None], cand], axis=1)  # the current slot first: it wins every tie
 
 
 def assign_greedy(costs: SlotCosts, slot: np.ndarray, k: int = 5, sweeps: int = 20) -> np.ndarray:
