@@ -1,6 +1,8 @@
-"""The GRU language model (models.gru): backpropagation through time against central differences and
-against an independent reverse-mode AD of the equations in float64, with and without a carried state,
-resets and dropout; the Elman special case; training on the stream with the stream trainer."""
+"""The GRU language model (models.gru) and its fast path (numerics.recurrent.FastGRU): backpropagation
+through time against central differences and against an independent reverse-mode AD of the equations in
+float64, with and without a carried state, resets and dropout; the fast path equal to the reference (loss,
+every gradient, the carried state, scoring a stream); the Elman special case; training on the stream
+with the stream trainer."""
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from nplm_edu.errors import UserError
 from nplm_edu.models.gradcheck import relative_error
 from nplm_edu.models.gru import GRU
 from nplm_edu.models.rnn import ElmanRNN, RecurrentConfig
-from nplm_edu.numerics.recurrent import recurrent_model
+from nplm_edu.numerics.recurrent import FastGRU, recurrent_model
 from nplm_edu.training.stream import StreamBackend, StreamConfig, recurrent_from_checkpoint, split_log_probs
 from nplm_edu.training.guards import perplexity_of
 from nplm_edu.training.trainer import TrainConfig, train
@@ -79,15 +81,56 @@ def autodiff_loss(model, X, Y, kw):
     return mean_nll(a @ P["U"].T + P["b"], Y.T.reshape(-1)), P
 
 
+@pytest.mark.parametrize("fast", [False, True])
 @pytest.mark.parametrize("carried,extras", [(False, False), (True, True)])
-def test_bptt_equals_automatic_differentiation(carried, extras):
+def test_bptt_equals_automatic_differentiation(carried, extras, fast):
     model, X, Y, kw = case(seed=7, carried=carried, extras=extras)
+    if fast:
+        model = same_parameters(FastGRU(model.config), model)
     loss, grads, _ = model.loss_and_grads(X, Y, **kw)
     L, P = autodiff_loss(model, X, Y, kw)
     L.backward()
     assert loss == pytest.approx(float(L.value), rel=1e-12)
     for k in model.params:
         np.testing.assert_allclose(grads[k], P[k].grad, rtol=1e-9, atol=1e-13, err_msg=k)
+
+
+def same_parameters(model, like):
+    model.params = {k: v.copy() for k, v in like.params.items()}
+    return model
+
+
+@pytest.mark.parametrize("carried,extras", [(False, False), (True, False), (True, True)])
+def test_fast_equals_reference(carried, extras):
+    """Loss, every gradient (dense, and C's nonzero rows alone) and the carried state, to rounding."""
+    ref, X, Y, kw = case(seed=4, carried=carried, extras=extras)
+    ref.params["Wh"] *= 3  # the recurrent paths matter
+    fast = same_parameters(recurrent_model(ref.config), ref)
+    assert isinstance(fast, FastGRU)
+    l1, g1, s1 = ref.loss_and_grads(X, Y, **kw)
+    l2, g2, s2 = fast.loss_and_grads(X, Y, **kw)
+    assert abs(l1 - l2) <= 1e-12 * abs(l1)
+    for k in g1:
+        assert relative_error(g1[k], g2[k]) < 1e-12, k
+    assert relative_error(s1[0], s2[0]) < 1e-12
+    l3, g3, _, words = fast.loss_and_sparse_grads(X, Y, kw.get("state"), kw.get("mask_x"), kw.get("mask_a"),
+                                                  kw.get("resets"))
+    assert l3 == l2 and np.array_equal(words, np.unique(X))
+    assert relative_error(g1["C"][words], g3["C"]) < 1e-12 and not g1["C"][np.setdiff1d(range(V), words)].any()
+
+
+def test_fast_stream_scoring_equals_reference_and_float32_runs():
+    rng = np.random.default_rng(5)
+    cfg = RecurrentConfig(V=30, cell="gru", m=6, h=7, dtype="float64", seed=2)
+    ref, fast = recurrent_model(cfg, fast=False), recurrent_model(cfg)
+    ids, resets = rng.integers(0, 30, 700), rng.random(699) < 0.05
+    a = ref.log_prob_stream(ids[:-1], ids[1:], resets, chunk=100)
+    b = fast.log_prob_stream(ids[:-1], ids[1:], resets, chunk=256)
+    assert np.max(np.abs(a - b)) < 1e-12 * np.max(np.abs(a)) and np.all(b < 0)
+    small = recurrent_model(RecurrentConfig(V=9, cell="gru", m=3, h=4))  # float32: big pre-activations
+    small.params["Wx"] *= 1e3  # saturate the gates (exp overflows to inf, sigma to 0)
+    loss, grads, _ = small.loss_and_grads(rng.integers(0, 9, (2, 5)), rng.integers(0, 9, (2, 5)))
+    assert np.isfinite(loss) and all(np.all(np.isfinite(g)) for g in grads.values())
 
 
 def test_update_gate_closed_and_reset_open_is_the_elman_network():
@@ -102,7 +145,7 @@ def test_update_gate_closed_and_reset_open_is_the_elman_network():
 
 def test_the_factory_builds_a_gru_and_bad_states_are_one_line():
     model = recurrent_model(RecurrentConfig(V=V, cell="gru", m=M, h=H, seed=1))
-    assert isinstance(model, GRU) and model.n_state == 1 and model.params["Wh"].dtype == np.float32
+    assert isinstance(model, FastGRU) and isinstance(model, GRU) and model.n_state == 1 and model.params["Wh"].dtype == np.float32
     with pytest.raises(UserError, match="carried state"):
         model.loss_and_grads(np.zeros((2, 3), int), np.zeros((2, 3), int), state=(np.zeros((3, H)),))
     with pytest.raises(UserError, match="cell must be one of"):

@@ -108,7 +108,7 @@ def test_fused_update_on_T_threads_equals_one_thread(direct, K):
         assert np.array_equal(again[0], losses) and all(np.array_equal(again[1][k], params[k]) for k in params)
 
 
-@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
 def test_recurrent_full_softmax_on_T_threads_equals_one_thread(cell):
     rng = np.random.default_rng(1)
     X, Y = rng.integers(0, 200, (4, 6)), rng.integers(0, 200, (4, 6))

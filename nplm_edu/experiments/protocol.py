@@ -36,8 +36,8 @@ seed at the 40-epoch cap 6 + 38 + 40 + 40 = 124 epochs, 8.3 hours. The recurrent
 (``recurrent.json``: rnn, lstm, gru, lstm-4, nplm-dropout, m = h = 256, on the comparison slice, one
 thread), from one epoch of each timed on the same shared machine (niced, about 14 processes on the 2
 cores, so again high): the LSTM 122 CPU seconds an epoch (updates and the validation perplexity over
-50,000 words), nplm-dropout 132; the GRU (no fast path: its reference runs about 1.35 times the fast
-LSTM's time an update) about 165, lstm-4 (four recurrent steps a word, the output layer once) about
+50,000 words), nplm-dropout 132; the GRU (estimated from its reference, which runs about 1.35 times the fast
+LSTM's time an update; its fast path costs less) about 165, lstm-4 (four recurrent steps a word, the output layer once) about
 160, the Elman network about 105: about 685 CPU seconds an epoch of the five rows. A row costs 4 grid
 values x 2 epochs = 8 epochs, then its seeds: 8 + 16 + 18 + 18 = 60 epochs if a run stops near epoch
 15, x 685 s = 41,000 s = 11.4 CPU hours for the table (8 + 38 + 40 + 40 = 126 epochs, 24 hours, with

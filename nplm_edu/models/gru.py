@@ -19,8 +19,8 @@ after, r_t * (U^n h_{t-1} + b^n), a slightly different cell. The three W^k are s
 batch to batch is h_t; a reset zeroes it.
 
 Initialisation, regularisation, the output layer and truncated backpropagation through time: as
-:mod:`nplm_edu.models.rnn` (d = 0). This is the reference, one loop over time each way; there is no
-fast path.
+:mod:`nplm_edu.models.rnn` (d = 0). This is the reference, one loop over time each way; the fast path
+(:class:`~nplm_edu.numerics.recurrent.FastGRU`) computes the same numbers.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from .nplm import check_common
 from .output import FullSoftmax, OutputLayer
 
 CELLS = ("rnn", "lstm")  # the cells of the experiments
-ALL_CELLS = CELLS + ("gru",)  # every cell a RecurrentConfig may name (the GRU: reference only)
+ALL_CELLS = CELLS + ("gru",)  # every cell a RecurrentConfig may name
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """The recurrent language models made fast: the same arithmetic as the references
-(:mod:`nplm_edu.models.rnn`, :mod:`nplm_edu.models.lstm`; the same numbers in float64), arranged for speed.
+(:mod:`nplm_edu.models.rnn`, :mod:`nplm_edu.models.lstm`, :mod:`nplm_edu.models.gru`; the same numbers
+in float64), arranged for speed.
 
 What changes against the reference:
 
 - the input part of every step, x_t Wx^T + d, is ONE product for all T B positions before the loop
-  (only h_{t-1} Wh^T, all four gates of the LSTM at once, stays inside the loop);
+  (only h_{t-1} Wh^T, all four gates of the LSTM at once, stays inside the loop; the GRU's is two
+  products, U^{z,r} h_{t-1} for both gates, then U^n (r_t h_{t-1}), since r_t comes first);
 - the gate nonlinearities are applied in place (the LSTM's gates are stacked i, f, o, g so the
   three sigmoids are one contiguous block), in preallocated buffers reused from batch to batch;
 - the backward loop only computes dL/dz_t and dL/dh_{t-1}; the gradients of Wx, Wh, d and of the
@@ -36,8 +38,16 @@ from .head import nll, softmax_nll
 from .threads import one_blas_thread
 
 
+def sigmoid_inplace(a: np.ndarray) -> None:
+    """a <- sigma(a) = 1 / (1 + exp(-a)) in place (exp may overflow to inf: sigma is then 0, exactly)."""
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    a += 1
+    np.reciprocal(a, out=a)
+
+
 class _Fast(FastOutput):
-    """The fast forward/backward shared by :class:`FastRNN` and :class:`FastLSTM` (a mixin; the output
+    """The fast forward/backward shared by :class:`FastRNN`, :class:`FastLSTM` and :class:`FastGRU` (a mixin; the output
     layer's fast path is :class:`~nplm_edu.numerics.full_output.FastOutput`'s)."""
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
@@ -106,18 +116,22 @@ class _Fast(FastOutput):
     def _through_time(self, cache, ga, grads):
         """From dL/dh_t (T, B, h) to every gradient (those of the output layer in ``grads``):
         (grads, the state after the batch, the word ids of grads["C"]'s rows)."""
-        P, X, h = self.params, cache["X"], self.config.h
+        P, X = self.params, cache["X"]
         (B, T), mask_x = X.shape, cache["mask_x"]
         gz = self._backrecur(cache, ga)  # dL/dz_t for every t  (T, B, G h)
         gz2, x2 = gz.reshape(T * B, -1), cache["x"].reshape(T * B, -1)
         grads["Wx"] = np.matmul(gz2.T, x2, out=self._buffer("gWx", P["Wx"].shape))  # one product over all t
-        grads["Wh"] = np.matmul(gz2.T, cache["prev"].reshape(T * B, h), out=self._buffer("gWh", P["Wh"].shape))
+        grads["Wh"] = self._grad_Wh(gz2, cache, self._buffer("gWh", P["Wh"].shape))
         grads["d"] = np.sum(gz2, axis=0, out=self._buffer("gd", P["d"].shape))
         gx = np.matmul(gz2, P["Wx"], out=self._buffer("gx", x2.shape))  # (T B, m)
         if mask_x is not None:
             gx *= mask_x.reshape(T * B, -1)  # backward through dropout on x
         words, grads["C"] = segment_sum(X.T.ravel(), gx)  # each word's rows of dL/dx added up
         return {k: grads[k] for k in P}, cache["state"], words
+
+    def _grad_Wh(self, gz2, cache, out):
+        """dL/dWh (G h, h), one product over all T B positions: dL/dz_t^T h_{t-1}."""
+        return np.matmul(gz2.T, cache["prev"].reshape(gz2.shape[0], -1), out=out)
 
     def chunk_log_prob(self, X, Y, state, resets=None):
         if type(self.output) is not FullSoftmax:
@@ -190,11 +204,7 @@ class FastLSTM(_Fast, LSTM):
                 np.matmul(prev[t], WhT, out=tmp)
                 zt = z[t]
                 zt += tmp  # z_t = x_t Wx^T + h_{t-1} Wh^T + d: the four gates in one product
-                sig = zt[:, :3 * h]  # i, f, o: sigma in place
-                np.negative(sig, out=sig)
-                np.exp(sig, out=sig)
-                sig += 1
-                np.reciprocal(sig, out=sig)
+                sigmoid_inplace(zt[:, :3 * h])  # i, f, o
                 np.tanh(zt[:, 3 * h:], out=zt[:, 3 * h:])  # g = phi(.)
                 i, f, o, g = zt[:, :h], zt[:, h:2 * h], zt[:, 2 * h:3 * h], zt[:, 3 * h:]
                 np.multiply(g, i, out=ss[t + 1])
@@ -240,11 +250,77 @@ class FastLSTM(_Fast, LSTM):
         return gz
 
 
+class FastGRU(_Fast, GRU):
+    """:class:`~nplm_edu.models.gru.GRU`, fast: same parameters, same initial values, same numbers.
+    The gates' buffer holds [z r n] per step; r_t h_{t-1} is kept for dL/dU^n."""
+
+    def _recur(self, cache, state, resets):
+        P, z, hs, prev, h = self.params, cache["z"], cache["hs"], cache["prev"], self.config.h
+        Wzr_T, Wn_T = P["Wh"][:2 * h].T, P["Wh"][2 * h:].T  # (h, 2h) U^z, U^r; (h, h) U^n
+        rp = cache["rp"] = self._buffer("rp", prev.shape)  # rp[t] = r_t h_{t-1}  (T, B, h)
+        tmp, tmp_n = self._buffer("tmp", (z.shape[1], 2 * h)), self._buffer("tmp_n", hs[0].shape)
+        with np.errstate(over="ignore"):
+            for t in range(z.shape[0]):
+                if resets is not None:
+                    np.multiply(hs[t], ~resets[:, t, None], out=prev[t])  # a reset: h_{t-1} := 0
+                azr, an = z[t][:, :2 * h], z[t][:, 2 * h:]
+                np.matmul(prev[t], Wzr_T, out=tmp)
+                azr += tmp  # W^{z,r} x_t + b^{z,r} + U^{z,r} h_{t-1}: both gates in one product
+                sigmoid_inplace(azr)  # z_t, r_t
+                np.multiply(azr[:, h:], prev[t], out=rp[t])  # r_t h_{t-1}: r before the matrix
+                np.matmul(rp[t], Wn_T, out=tmp_n)
+                an += tmp_n
+                np.tanh(an, out=an)  # n_t = phi(W^n x_t + b^n + U^n (r_t h_{t-1}))
+                np.subtract(prev[t], an, out=hs[t + 1])
+                hs[t + 1] *= azr[:, :h]
+                hs[t + 1] += an  # h_t = n_t + z_t (h_{t-1} - n_t) = (1 - z_t) n_t + z_t h_{t-1}
+        cache["state"] = (hs[-1].copy(),)
+
+    def _backrecur(self, cache, ga):
+        P, gates, prev, h = self.params, cache["z"], cache["prev"], self.config.h
+        T, B = ga.shape[:2]
+        Wzr, Wn = P["Wh"][:2 * h], P["Wh"][2 * h:]
+        gz = self._buffer("gz", gates.shape)  # dL/d(pre-activations) [z r n]  (T, B, 3h)
+        gh = self._buffer("gh", (B, h), zero=True)  # dL/dh_t through step t+1
+        tmp, grp = self._buffer("tmp_b", (B, h)), self._buffer("grp", (B, h))
+        for t in reversed(range(T)):
+            z, r, n = (gates[t][:, k * h:(k + 1) * h] for k in range(3))
+            gzz, gr, gan = (gz[t][:, k * h:(k + 1) * h] for k in range(3))
+            p = prev[t]  # (B, h) h_{t-1}
+            gh += ga[t]  # dL/dh_t
+            # backward through h_t = (1 - z_t) n_t + z_t h_{t-1}
+            np.subtract(p, n, out=gzz)
+            gzz *= gh  # dL/dz_t
+            np.subtract(1, z, out=tmp)
+            np.multiply(gh, tmp, out=gan)  # dL/dn_t
+            np.multiply(n, n, out=tmp)
+            np.subtract(1, tmp, out=tmp)
+            gan *= tmp  # backward through phi: dL/dan_t
+            np.matmul(gan, Wn, out=grp)  # dL/d(r_t h_{t-1})
+            np.multiply(grp, p, out=gr)  # dL/dr_t
+            gh *= z  # dL/dh_{t-1}, the direct (additive) path
+            grp *= r
+            gh += grp  # ... and through the candidate
+            for gk, k in ((gzz, z), (gr, r)):  # backward through the sigmoids: sigma (1 - sigma)
+                np.subtract(1, k, out=tmp)
+                tmp *= k
+                gk *= tmp
+            np.matmul(gz[t][:, :2 * h], Wzr, out=tmp)
+            gh += tmp  # ... and through the gates
+            if cache["resets"] is not None:
+                gh *= ~cache["resets"][:, t, None]  # backward through a reset
+        return gz
+
+    def _grad_Wh(self, gz2, cache, out):
+        """dL/dU^{z,r} = dL/dazr_t^T h_{t-1} and dL/dU^n = dL/dan_t^T (r_t h_{t-1}), over all T B positions."""
+        h, N = self.config.h, gz2.shape[0]
+        np.matmul(gz2[:, :2 * h].T, cache["prev"].reshape(N, h), out=out[:2 * h])
+        np.matmul(gz2[:, 2 * h:].T, cache["rp"].reshape(N, h), out=out[2 * h:])
+        return out
+
+
 def recurrent_model(config: RecurrentConfig, output=None, fast: bool = True):
-    """The model of ``config.cell``: the fast version (default) or the reference one (always, for the GRU)."""
+    """The model of ``config.cell``: the fast version (default) or the reference one."""
     config.validate()
-    if config.cell == "gru":  # the reference only: no fast GRU yet
-        return GRU(config, output)
-    if config.cell == "rnn":
-        return (FastRNN if fast else ElmanRNN)(config, output)
-    return (FastLSTM if fast else LSTM)(config, output)
+    fast_cls, ref_cls = {"rnn": (FastRNN, ElmanRNN), "lstm": (FastLSTM, LSTM), "gru": (FastGRU, GRU)}[config.cell]
+    return (fast_cls if fast else ref_cls)(config, output)
