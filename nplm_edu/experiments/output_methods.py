@@ -259,7 +259,7 @@ class LightRNNBackend(Reassigning, TimedBackend):
 
 def sampled_extra(model, corpus, batch: int = 1024) -> dict:
     """For a network trained by a sampled objective: over the test set, log Z = log sum_v exp(y_v) (mean,
-    std, mean of |log Z|: 0 for a self-normalized network) and the self-normalized perplexity
+    std, mean of ``|log Z|``: 0 for a self-normalized network) and the self-normalized perplexity
     exp(-mean y_w); {} for any other network."""
     layer = getattr(model, "output", None)
     if not isinstance(layer, SampledSoftmax):
