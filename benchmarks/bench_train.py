@@ -1,6 +1,6 @@
 """Training speed of the NPLM on 1 and 2 threads: examples/s, GFLOP/s as a fraction of this machine's
-matmul peak on as many threads, the scaling from 1 to 2 threads, and (when PyTorch is installed) the
-same model and update in PyTorch on the same threads, side by side in one run.
+matmul peak on as many threads, the scaling from 1 to 2 threads, and (when PyTorch is installed, or
+in ``/tmp/threads/torch_site``) the same model and update in PyTorch on the same threads, side by side in one run.
 
     .venv/bin/python benchmarks/bench_train.py [--seconds 5] [--threads 1,2] [--json F]
 
@@ -33,7 +33,8 @@ from pathlib import Path
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import OthersMeter, scaling, scaling_line, targets_met, threads_from_argv, use_threads  # noqa: E402
+from threads_common import (OthersMeter, import_torch, scaling, scaling_line, targets_met, threads_from_argv,  # noqa: E402
+                            use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -227,13 +228,8 @@ def main() -> None:
                          "training step is measured beside ours, alternating rounds")
     ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_threads.json)")
     args = ap.parse_args()
-    try:
-        if args.no_torch:
-            raise ImportError
-        import torch  # noqa: F401
-        have_torch = True
-    except ImportError:
-        have_torch = False
+    torch_version = import_torch(args.no_torch)
+    have_torch = torch_version is not None
     if args.compare_with and not (Path(args.compare_with) / "nplm_edu" / "__init__.py").is_file():
         ap.error(f"--compare-with {args.compare_with}: no nplm_edu package in that folder (a checkout of this repository)")
     old = old_step(args.compare_with) if args.compare_with else None
@@ -242,7 +238,7 @@ def main() -> None:
 
     print(f"{machine()}; threads {THREADS}; numpy {np.__version__}; fused BLAS gemm update: "
           f"{'yes' if blas._GEMM else 'no (numpy fallback)'}; torch: "
-          f"{torch.__version__ if have_torch else 'not installed (skipped)'}")
+          f"{torch_version or 'not installed (skipped)'}")
     load_before = list(os.getloadavg())
     others = OthersMeter()
     peak = {}
@@ -277,7 +273,7 @@ def main() -> None:
         from nplm_edu.experiments.common import command_line, write_results
 
         write_results(Path(args.json), {
-            "threads": THREADS, "compared_with": args.compare_with, "torch": torch.__version__ if have_torch else None,
+            "threads": THREADS, "compared_with": args.compare_with, "torch": torch_version,
             "load_average_before": load_before, "others_cpu_share": round(others.share(), 3), "load_average_after": load_after,
             "matmul_peak_gflops": {str(T): round(peak[T], 2) for T in THREADS},
             "flops_per_example": "6 |V| D + 6 h (n-1) m, D = h + (n-1) m with direct connections, h without",

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import OthersMeter, threads_from_argv, use_threads  # noqa: E402
+from threads_common import OthersMeter, import_torch, threads_from_argv, use_threads  # noqa: E402
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -47,20 +47,6 @@ from nplm_edu.training.trainer import TrainConfig  # noqa: E402
 V, WORDS = 17_907, 512
 SHAPE = TransformerConfig(V=V, n_ctx=32, m=128, heads=4, layers=2, d_ff=512, tie=True)
 CONTEXTS = (4, 32)  # the NPLM's window, and a long one
-TORCH_SITE = Path("/tmp/threads/torch_site")
-
-
-def import_torch(skip: bool):
-    """PyTorch's version, or None (not installed, or skipped)."""
-    if skip:
-        return None
-    if TORCH_SITE.is_dir():
-        sys.path.insert(0, str(TORCH_SITE))
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch.__version__
 
 
 def batches(T: int, count: int = 4, seed: int = 0):

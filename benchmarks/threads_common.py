@@ -1,12 +1,16 @@
-"""What bench_train.py and bench_recurrent.py share: the thread counts asked for (read before numpy
-and PyTorch load, so their thread pools can grow to the most), switching all of them between
-measurements, and the scaling from 1 to 2 threads with its targets."""
+"""What the benchmarks against PyTorch share: the thread counts asked for (read before numpy and
+PyTorch load, so their thread pools can grow to the most), PyTorch imported when installed or from
+``/tmp/threads/torch_site`` when that folder exists, switching all of them between measurements, and
+the scaling from 1 to 2 threads with its targets."""
 
 from __future__ import annotations
 
 import os
 import sys
 import time
+from pathlib import Path
+
+TORCH_SITE = Path("/tmp/threads/torch_site")  # a PyTorch installed beside the project's environment
 
 
 def threads_from_argv() -> list[int]:
@@ -20,6 +24,19 @@ def threads_from_argv() -> list[int]:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(max(counts))
     return counts
+
+
+def import_torch(skip: bool = False):
+    """PyTorch's version, or None (not installed, or skipped)."""
+    if skip:
+        return None
+    if TORCH_SITE.is_dir() and str(TORCH_SITE) not in sys.path:
+        sys.path.insert(0, str(TORCH_SITE))
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.__version__
 
 
 def use_threads(T: int, have_torch) -> None:
