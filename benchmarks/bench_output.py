@@ -18,6 +18,14 @@ references (:mod:`nplm_edu.models.reference_layers`, one example at a time): the
 of the output layer alone on batches of K = 128 at h = 100, classes by frequency binning and the
 Huffman tree on the training counts, side by side in alternating rounds, and prints reference / fast.
 
+``--adaptive`` times instead the adaptive softmax's training step (Grave et al. 2017; the cutoffs of
+``reproduce output-layers``: a head of the 2,000 most frequent words, tails from frequency ranks 2,000
+and 6,000 reading h/4 and h/16 features) against PyTorch's ``nn.AdaptiveLogSoftmaxWithLoss`` with the
+same cutoffs, ``div_value`` 4 and a head bias (its tails have none), in the same MLP9 network
+(``nn.Embedding``, ``nn.Linear``, tanh; SGD with weight decay on the weights), on 1 and 2 threads
+(``--threads``): both alternate in rounds and the best round of each counts (wall clock). PyTorch is
+used when installed or in ``/tmp/threads/torch_site``; target: ours >= 1.0x PyTorch's examples/s.
+
 Targets (one BLAS thread, an idle machine): training class-factored >= 10x, tree >= 15x, importance
 sampling and NCE >= 5x faster than the full softmax; exact evaluation with the class-factored layer
 >= 20x faster.
@@ -32,13 +40,19 @@ import tempfile
 import time
 from pathlib import Path
 
-for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(var, "1")  # thread pools are sized when numpy loads: one thread unless told
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from threads_common import OthersMeter, import_torch, threads_from_argv, time_loop, use_threads  # noqa: E402
+
+if "--adaptive" in sys.argv:
+    THREADS = threads_from_argv()  # before numpy and torch load: their pools can grow to the most
+else:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")  # thread pools are sized when numpy loads: one thread unless told
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from nplm_edu.experiments.output_methods import build_model  # noqa: E402
+from nplm_edu.experiments.output_methods import ADAPTIVE_DIV, build_model  # noqa: E402
 from nplm_edu.experiments.output_layers import NETWORK, OutputLayersOptions  # noqa: E402
 from nplm_edu.models.nplm import NPLMConfig  # noqa: E402
 
@@ -114,6 +128,87 @@ def reference_ratios(corpus, rounds: int) -> None:
               f"batched {1e3 * fst:6.2f} ms (CPU): {ref / fst:5.1f}x")
 
 
+LR, WD = 0.01, 1e-4  # the step's learning rate and weight decay (ours and PyTorch's)
+
+
+def torch_adaptive_step(net: NPLMConfig, layer):
+    """PyTorch's MLP9 with ``nn.AdaptiveLogSoftmaxWithLoss`` on the layer's cutoffs: a training step on
+    (contexts, targets) (targets mapped to their frequency ranks, the order PyTorch's cutoffs assume)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    C, H = nn.Embedding(net.V, net.m), nn.Linear((net.n - 1) * net.m, net.h)
+    out = nn.AdaptiveLogSoftmaxWithLoss(net.h, net.V, layer.bounds[1:-1], div_value=float(ADAPTIVE_DIV),
+                                        head_bias=True)
+    weights = [C.weight, H.weight] + [p for name, p in out.named_parameters() if "bias" not in name]
+    biases = [H.bias] + [p for name, p in out.named_parameters() if "bias" in name]
+    opt = torch.optim.SGD([{"params": weights, "weight_decay": WD}, {"params": biases}], lr=LR)
+    rank = torch.from_numpy(layer.rank)
+
+    def step(contexts, targets):
+        x = C(torch.from_numpy(contexts)).reshape(len(targets), -1)  # (K, (n-1) m)
+        loss = out(torch.tanh(H(x)), rank[torch.from_numpy(targets)]).loss  # the mean NLL
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def adaptive_vs_torch(corpus, seconds: float, torch_version, rounds: int = 3) -> list[dict]:
+    """Examples/s of the adaptive softmax's training step, ours and PyTorch's, on every thread count."""
+    net = NPLMConfig(V=corpus.V, seed=0, **NETWORK)
+    model, desc = build_model("adaptive", corpus, net, OutputLayersOptions(), quiet=True)
+    steps = {"ours": lambda c, t: model.sgd_update(c, t, LR, WD)}
+    if torch_version:
+        steps["torch"] = torch_adaptive_step(net, model.output)
+    data = train_batches(corpus, net.n, 16)
+    best = {t: dict.fromkeys(steps, 0.0) for t in THREADS}
+    for _ in range(rounds):
+        for t in THREADS:
+            use_threads(t, torch_version)
+            for who, step in steps.items():
+                best[t][who] = max(best[t][who], time_loop(step, data, seconds / rounds))
+    rows = [{"threads": t, "cutoffs": desc["cutoffs"], "tail_features": desc["tail_features"],
+             "ours_examples_per_s": round(b["ours"], 1),
+             "torch_examples_per_s": round(b["torch"], 1) if torch_version else None,
+             "ours_over_torch": round(b["ours"] / b["torch"], 3) if torch_version else None} for t, b in best.items()]
+    for r in rows:
+        print(f"adaptive softmax, MLP9, K = {K}, {r['threads']} thread(s): ours {r['ours_examples_per_s']:9,.0f} ex/s"
+              + (f", PyTorch {r['torch_examples_per_s']:9,.0f} ex/s, ours/PyTorch {r['ours_over_torch']:.2f}"
+                 if torch_version else ""), flush=True)
+    return rows
+
+
+def train_batches(corpus, n: int, count: int = 64, seed: int = 0) -> list:
+    """``count`` batches (contexts, targets) of K training windows drawn at random (the same for every method)."""
+    rng = np.random.default_rng(seed)
+    ctx, tgt = corpus.windows("train", n)
+    idx = [rng.integers(0, len(tgt), K) for _ in range(count)]
+    return [(np.ascontiguousarray(ctx[i]), tgt[i].copy()) for i in idx]
+
+
+def run_adaptive(args) -> None:
+    """``--adaptive``: the adaptive softmax against PyTorch's on 1 and 2 threads, printed (and written to --json)."""
+    started, load_before, others = time.monotonic(), list(os.getloadavg()), OthersMeter()
+    torch_version = import_torch(args.no_torch)
+    corpus, brown = corpus_or_zipf()
+    print(f"threads {THREADS}; {'Brown' if brown else 'Zipf'} windows; torch: {torch_version or 'not installed (skipped)'}; "
+          f"load average {load_before[0]:.2f}", flush=True)
+    rows = adaptive_vs_torch(corpus, args.seconds, torch_version)
+    doc = {"benchmark": "adaptive softmax against PyTorch", "V": corpus.V, "K": K, "network": dict(NETWORK),
+           "batches": "brown" if brown else "zipf", "threads": THREADS, "torch": torch_version, "rows": rows,
+           "load_average_before": load_before, "load_average_after": list(os.getloadavg()),
+           "others_cpu_share": round(others.share(), 3)}
+    print(f"load average before {load_before[0]:.2f}, after {doc['load_average_after'][0]:.2f}; {others.line()}")
+    if args.json:
+        from nplm_edu.experiments.common import command_line, write_results
+
+        write_results(args.json, doc, started, command_line())
+        print(f"wrote {args.json}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     ap.add_argument("--rounds", type=int, default=7, help="alternating rounds (the median is kept)")
@@ -122,9 +217,17 @@ def main() -> None:
     ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_output.json)")
     ap.add_argument("--reference", action="store_true",
                     help="time the readable class and tree references against the batched layers instead")
+    ap.add_argument("--adaptive", action="store_true",
+                    help="time the adaptive softmax against PyTorch's nn.AdaptiveLogSoftmaxWithLoss instead")
+    ap.add_argument("--threads", default="1,2", help="with --adaptive: thread counts, comma-separated (default 1,2)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="with --adaptive: time per measurement")
+    ap.add_argument("--no-torch", action="store_true", help="with --adaptive: skip PyTorch even if installed")
     args = ap.parse_args()
     if args.reference:
         reference_ratios(corpus_or_zipf()[0], args.rounds)
+        return
+    if args.adaptive:
+        run_adaptive(args)
         return
     started = time.monotonic()
     from nplm_edu.experiments.common import command_line, write_results
@@ -142,15 +245,12 @@ def main() -> None:
     for m in methods:
         print(f"building {m} ...", flush=True)
         models[m], layers[m] = build_model(m, corpus, net, OutputLayersOptions(), cache=cache, quiet=True)
-    rng = np.random.default_rng(0)
-    ctx, tgt = corpus.windows("train", net.n)
-    idx = [rng.integers(0, len(tgt), K) for _ in range(64)]
-    train_batches = [(np.ascontiguousarray(ctx[i]), tgt[i].copy()) for i in idx]
+    train = train_batches(corpus, net.n)
     vctx, vtgt = corpus.windows("test", net.n)
     eval_batches = [(np.ascontiguousarray(vctx[i:i + 1024]), vtgt[i:i + 1024].copy())
                     for i in range(0, 20 * 1024, 1024)]
     steps = {m: (lambda mod: lambda c, t: mod.sgd_update(c, t, 0.5, 1e-4))(models[m]) for m in methods}
-    train_s, train_cpu = median_rounds(steps, train_batches, args.rounds, args.steps)
+    train_s, train_cpu = median_rounds(steps, train, args.rounds, args.steps)
     evals = {m: (lambda mod: lambda c, t: mod.log_prob(c, t))(models[m]) for m in methods}
     eval_s, eval_cpu = median_rounds(evals, eval_batches, max(3, args.rounds // 2), 2)
     blas = blas_info()

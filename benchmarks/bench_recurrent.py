@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from threads_common import (OthersMeter, import_torch, scaling, scaling_line, targets_met, threads_from_argv,  # noqa: E402
-                            use_threads)
+                            time_loop, use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -80,20 +80,6 @@ def batches(count: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     p = ZIPF / ZIPF.sum()
     return [(rng.choice(V, (B, T), p=p), rng.choice(V, (B, T), p=p)) for _ in range(count)]
-
-
-def time_loop(step, data, seconds: float, min_steps: int = 2) -> float:
-    """Tokens/s of ``step`` over the data (cycled) for about ``seconds`` after one warm-up step."""
-    step(*data[0])
-    done, i, t0 = 0, 0, time.perf_counter()
-    while True:
-        X, Y = data[i % len(data)]
-        step(X, Y)
-        done += X.size
-        i += 1
-        if i >= min_steps and time.perf_counter() - t0 > seconds:
-            break
-    return done / (time.perf_counter() - t0)
 
 
 def numpy_step(h: int, output: str = "full", cell: str = "lstm"):

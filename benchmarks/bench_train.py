@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from threads_common import (OthersMeter, import_torch, scaling, scaling_line, targets_met, threads_from_argv,  # noqa: E402
-                            use_threads)
+                            time_loop, use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -72,21 +72,6 @@ def matmul_peak(seconds: float) -> float:
 def batches(K, n, count, seed=0):
     rng = np.random.default_rng(seed)
     return [(rng.integers(0, V, (K, n - 1)), rng.integers(0, V, K)) for _ in range(count)]
-
-
-def time_loop(step, data, seconds: float, min_steps: int) -> float:
-    """Examples/s of ``step`` over the data (cycled) for about ``seconds`` after 2 warm-up steps."""
-    for c, t in data[:2]:
-        step(c, t)
-    done, i, t0 = 0, 0, time.perf_counter()
-    while True:
-        c, t = data[i % len(data)]
-        step(c, t)
-        done += len(t)
-        i += 1
-        if i >= min_steps and time.perf_counter() - t0 > seconds:
-            break
-    return done / (time.perf_counter() - t0)
 
 
 def gemm_step(shape, K):
@@ -190,7 +175,7 @@ def measure(shape, K, threads, have_torch, old, seconds, rounds=3) -> dict:
         for T in threads:
             use_threads(T, have_torch)
             for who, step in steps.items():
-                best[T][who] = max(best[T][who], time_loop(step, data, seconds / rounds, 3))
+                best[T][who] = max(best[T][who], time_loop(step, data, seconds / rounds, 3, warmup=2))
     return best
 
 

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import OthersMeter, import_torch, threads_from_argv, use_threads  # noqa: E402
+from threads_common import OthersMeter, import_torch, threads_from_argv, time_loop, use_threads  # noqa: E402
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -54,19 +54,6 @@ def batches(T: int, count: int = 4, seed: int = 0):
     rng, p = np.random.default_rng(seed), 1.0 / np.arange(1, V + 1)
     K = WORDS // T
     return [(rng.choice(V, (K, T), p=p / p.sum()), rng.choice(V, (K, T), p=p / p.sum())) for _ in range(count)]
-
-
-def time_loop(step, data, seconds: float, min_steps: int = 2) -> float:
-    """Words/s of ``step`` over the data (cycled) for about ``seconds`` after one warm-up step."""
-    step(*data[0])
-    done, i, t0 = 0, 0, time.perf_counter()
-    while True:
-        X, Y = data[i % len(data)]
-        step(X, Y)
-        done, i = done + X.size, i + 1
-        if i >= min_steps and time.perf_counter() - t0 > seconds:
-            break
-    return done / (time.perf_counter() - t0)
 
 
 def numpy_step(T: int):

@@ -1,7 +1,7 @@
 """What the benchmarks against PyTorch share: the thread counts asked for (read before numpy and
 PyTorch load, so their thread pools can grow to the most), PyTorch imported when installed or from
 ``/tmp/threads/torch_site`` when that folder exists, switching all of them between measurements, and
-the scaling from 1 to 2 threads with its targets."""
+a timed loop, the scaling from 1 to 2 threads with its targets."""
 
 from __future__ import annotations
 
@@ -48,6 +48,21 @@ def use_threads(T: int, have_torch) -> None:
         import torch
 
         torch.set_num_threads(T)
+
+
+def time_loop(step, data, seconds: float, min_steps: int = 2, warmup: int = 1) -> float:
+    """Predicted words/s (examples/s) of ``step(X, Y)`` over the data (cycled) for about ``seconds``,
+    wall clock, after ``warmup`` steps."""
+    for X, Y in data[:warmup]:
+        step(X, Y)
+    done, i, t0 = 0, 0, time.perf_counter()
+    while True:
+        X, Y = data[i % len(data)]
+        step(X, Y)
+        done, i = done + Y.size, i + 1  # numpy is not imported here: it must load after threads_from_argv
+        if i >= min_steps and time.perf_counter() - t0 > seconds:
+            break
+    return done / (time.perf_counter() - t0)
 
 
 def scaling(one: dict, two: dict, speed: str, have_torch) -> dict:
