@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import OthersMeter, import_torch, threads_from_argv, time_loop, use_threads  # noqa: E402
+from threads_common import OthersMeter, best_of_rounds, import_torch, threads_from_argv  # noqa: E402
 
 if "--adaptive" in sys.argv:
     THREADS = threads_from_argv()  # before numpy and torch load: their pools can grow to the most
@@ -163,13 +163,7 @@ def adaptive_vs_torch(corpus, seconds: float, torch_version, rounds: int = 3) ->
     steps = {"ours": lambda c, t: model.sgd_update(c, t, LR, WD)}
     if torch_version:
         steps["torch"] = torch_adaptive_step(net, model.output)
-    data = train_batches(corpus, net.n, 16)
-    best = {t: dict.fromkeys(steps, 0.0) for t in THREADS}
-    for _ in range(rounds):
-        for t in THREADS:
-            use_threads(t, torch_version)
-            for who, step in steps.items():
-                best[t][who] = max(best[t][who], time_loop(step, data, seconds / rounds))
+    best = best_of_rounds(steps, train_batches(corpus, net.n, 16), THREADS, torch_version, seconds, rounds)
     rows = [{"threads": t, "cutoffs": desc["cutoffs"], "tail_features": desc["tail_features"],
              "ours_examples_per_s": round(b["ours"], 1),
              "torch_examples_per_s": round(b["torch"], 1) if torch_version else None,

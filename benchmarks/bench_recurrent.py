@@ -36,8 +36,8 @@ from pathlib import Path
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import (OthersMeter, import_torch, scaling, scaling_line, targets_met, threads_from_argv,  # noqa: E402
-                            time_loop, use_threads)
+from threads_common import (OthersMeter, best_of_rounds, import_torch, scaling, scaling_line, targets_met,  # noqa: E402
+                            threads_from_argv, use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -130,14 +130,7 @@ def measure(h: int, cell: str, torch_version, seconds: float, rounds: int = 3) -
         steps["class"] = numpy_step(h, "class")
     if torch_version:
         steps["torch"] = torch_step(h, cell)
-    data = batches(4)
-    best = {t: dict.fromkeys(steps, 0.0) for t in THREADS}
-    for _ in range(rounds):
-        for t in THREADS:
-            use_threads(t, torch_version)
-            for who, step in steps.items():
-                best[t][who] = max(best[t][who], time_loop(step, data, seconds / rounds))
-    return best
+    return best_of_rounds(steps, batches(4), THREADS, torch_version, seconds, rounds)
 
 
 def table_rows(cell: str, h: int, best: dict, peak: dict, torch_version) -> list[dict]:

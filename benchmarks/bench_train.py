@@ -33,8 +33,8 @@ from pathlib import Path
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import (OthersMeter, import_torch, scaling, scaling_line, targets_met, threads_from_argv,  # noqa: E402
-                            time_loop, use_threads)
+from threads_common import (OthersMeter, best_of_rounds, import_torch, scaling, scaling_line, targets_met,  # noqa: E402
+                            threads_from_argv, use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -170,13 +170,7 @@ def measure(shape, K, threads, have_torch, old, seconds, rounds=3) -> dict:
         steps["torch"] = torch_step(shape, K)
     if old:
         steps["other"] = old(shape, K)
-    best = {T: dict.fromkeys(steps, 0.0) for T in threads}
-    for _ in range(rounds):
-        for T in threads:
-            use_threads(T, have_torch)
-            for who, step in steps.items():
-                best[T][who] = max(best[T][who], time_loop(step, data, seconds / rounds, 3, warmup=2))
-    return best
+    return best_of_rounds(steps, data, threads, have_torch, seconds, rounds, min_steps=3, warmup=2)
 
 
 def row_of(name, shape, K, T, best, peak, have_torch, old) -> dict:

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import OthersMeter, import_torch, threads_from_argv, time_loop, use_threads  # noqa: E402
+from threads_common import OthersMeter, best_of_rounds, import_torch, threads_from_argv, use_threads  # noqa: E402
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -114,13 +114,7 @@ def compare(torch_version, seconds: float, rounds: int = 3) -> list[dict]:
     rows = []
     for T in CONTEXTS:
         steps = {"ours": numpy_step(T), **({"torch": torch_step(T)} if torch_version else {})}
-        data = batches(T)
-        best = {t: dict.fromkeys(steps, 0.0) for t in THREADS}
-        for _ in range(rounds):
-            for t in THREADS:
-                use_threads(t, torch_version)
-                for who, step in steps.items():
-                    best[t][who] = max(best[t][who], time_loop(step, data, seconds / rounds))
+        best = best_of_rounds(steps, batches(T), THREADS, torch_version, seconds, rounds)
         for t in THREADS:
             b = best[t]
             rows.append({"n_ctx": T, "K": WORDS // T, "threads": t, "ours_words_per_s": round(b["ours"], 1),

@@ -1,7 +1,7 @@
 """What the benchmarks against PyTorch share: the thread counts asked for (read before numpy and
 PyTorch load, so their thread pools can grow to the most), PyTorch imported when installed or from
 ``/tmp/threads/torch_site`` when that folder exists, switching all of them between measurements, and
-a timed loop, the scaling from 1 to 2 threads with its targets."""
+a timed loop and alternating rounds of them, the scaling from 1 to 2 threads with its targets."""
 
 from __future__ import annotations
 
@@ -63,6 +63,20 @@ def time_loop(step, data, seconds: float, min_steps: int = 2, warmup: int = 1) -
         if i >= min_steps and time.perf_counter() - t0 > seconds:
             break
     return done / (time.perf_counter() - t0)
+
+
+def best_of_rounds(steps: dict, data, threads: list[int], have_torch, seconds: float, rounds: int = 3,
+                   **loop) -> dict:
+    """{T: {who: best words/s}}: every thread count and contender alternating in each round (on a
+    shared, noisy machine fairer than one long run each), ``seconds`` split among the rounds;
+    ``loop``: :func:`time_loop`'s ``min_steps`` and ``warmup``."""
+    best = {t: dict.fromkeys(steps, 0.0) for t in threads}
+    for _ in range(rounds):
+        for t in threads:
+            use_threads(t, have_torch)
+            for who, step in steps.items():
+                best[t][who] = max(best[t][who], time_loop(step, data, seconds / rounds, **loop))
+    return best
 
 
 def scaling(one: dict, two: dict, speed: str, have_torch) -> dict:
