@@ -62,11 +62,16 @@ def flag(setting: str) -> str:
 
 
 def with_flag(exc: UserError) -> str:
-    """The message, its setting (where it begins with one) named as the option a user types."""
+    """The message, its setting (where it begins with one) and every setting it names in backquotes
+    (the advice: "`force` starts it again") named as the option a user types.
+
+    >>> with_flag(UserError("a.json holds other runs: `force` starts it again, or another `out`"))
+    'a.json holds other runs: --force starts it again, or another --out'
+    """
     message, setting = str(exc), exc.setting
     if setting and re.match(rf"{re.escape(setting)}\b", message):
-        return flag(setting) + message[len(setting):]
-    return message
+        message = flag(setting) + message[len(setting):]
+    return re.sub(r"`([a-z_]+)`", lambda m: flag(m.group(1)), message)
 
 
 def check_seed(seed, what: str = "seed") -> None:

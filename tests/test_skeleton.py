@@ -76,7 +76,7 @@ def test_run_folder_one_writer_and_an_unreadable_settings_file(tmp_path):
                 pass
         (run / "checkpoint.npz").write_bytes(b"x")
     (run / "run_config.json").write_text("{not json")
-    with pytest.raises(UserError, match="holds a run with an unreadable run_config.json: pass --force"):
+    with pytest.raises(UserError, match="holds a run with an unreadable run_config.json: `force` trains from scratch"):
         with run_folder(run, {"a": 1}):
             pass
     with run_folder(run, {"a": 1}, force=True) as resumed:  # --force starts afresh

@@ -140,7 +140,7 @@ def check_file(out: Path, doc: dict, protocol: Protocol, force: bool) -> None:
         return
     same = disk["protocol"] == protocol.record() and all(disk.get(k) == v for k, v in doc.items())
     if not same and not force:
-        raise UserError(f"{out} was made with other settings: pass --force to start it again, or another --out")
+        raise UserError(f"{out} was made with other settings: `force` starts it again, or another `out`")
 
 
 def make_method(name: str, corpus, opts: OutputLayersOptions, cache: Path, quiet: bool) -> Method:

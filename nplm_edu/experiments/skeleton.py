@@ -60,11 +60,11 @@ def read_results(path, target: str) -> dict | None:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as e:
         why = getattr(e, "strerror", None) or "not readable JSON"
-        raise UserError(f"{path} is not a {target} results file ({why}): move it away or pass another --out") from None
+        raise UserError(f"{path} is not a {target} results file ({why}): move it away or give another `out`") from None
     kind = results_kind(doc)
     if kind != target:
         what = f"a {kind} results file" if kind else "not a results file of ours"
-        raise UserError(f"{path} is {what}, not {target}'s: it would be replaced; pass another --out")
+        raise UserError(f"{path} is {what}, not {target}'s: it would be replaced; give another `out`")
     return doc
 
 
@@ -153,8 +153,8 @@ def run_folder(run_dir, stamp: dict, force: bool = False, fresh_ok: bool = False
             if old != stamp and not (force or fresh_ok):
                 why = "an unreadable " + name if old == "unreadable" else "other settings"
                 whose = f" ({what})" if what else ""
-                raise UserError(f"{run_dir} holds a run with {why}{whose}: pass --force to train from scratch, "
-                                "or another --runs-dir")
+                raise UserError(f"{run_dir} holds a run with {why}{whose}: `force` trains from scratch, "
+                                "or another `runs_dir`")
             if old != stamp or force:
                 shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -143,7 +143,7 @@ def table_corpus(spec: CorpusSpec, quick: bool):
     except UserError as e:
         if not (quick and spec.corpus == "brown"):
             raise
-        print(f"note: {e}; --quick uses the synthetic corpus instead", flush=True)
+        print(f"note: {e}; the quick run uses the synthetic corpus instead", flush=True)
         corpus = replace(spec, corpus="synthetic").load()
     if not quick:
         return corpus
@@ -238,7 +238,7 @@ def start_doc(out: Path, s: dict, corpus, force: bool) -> dict:
     if doc is not None and doc.get("settings") != _table_part(s):
         if not force:
             raise UserError(f"{out} was made with other settings ({_diff(doc.get('settings'), _table_part(s))}): "
-                            f"pass --force to start the table again, or another --out")
+                            f"`force` starts the table again, or another `out`")
         doc = None
     doc = doc or {"rows": {}}
     doc.update(settings=_table_part(s), corpus=corpus.name, V=corpus.V, tokens=s["corpus"]["tokens"],
@@ -264,7 +264,7 @@ def run_table1(cfg: TrainConfig = TRAIN, opts: Table1Options | None = None, spec
     todo = [r for r in rows if opts.force or _row_stale(doc["rows"].get(r), s)]
     for r in rows:
         if r not in todo and not quiet:
-            print(f"{r}: already in {out} with these settings, skipped (--force retrains it)")
+            print(f"{r}: already in {out} with these settings, skipped")
     for row in todo:
         started = time.monotonic()
         model, history, resumed = train_row(row, corpus, s, runs / row, opts.force, quiet)
