@@ -229,7 +229,7 @@ def with_speeds(runs: list[dict], per_epoch: int) -> None:
 
 
 def in_order(doc: dict) -> dict:
-    """The grid, summaries and rows in the table's order (:data:`METHODS`), whichever process merged first."""
+    """The grid, summaries and rows in the table's order (``METHODS``), whichever process merged first."""
     order = {m: i for i, m in enumerate(METHODS)}
 
     def rank(m):
@@ -258,7 +258,7 @@ def finish(doc: dict) -> dict:
 
 
 def print_table(doc: dict) -> None:
-    """The chapter's table (:func:`~nplm_edu.analysis.comparison.comparison_rows`) as text, one line per method."""
+    """The chapter's table (``analysis.comparison.comparison_rows``) as text, one line per method."""
     print(f"\nOutput layers on {doc['corpus']} (|V| = {doc['V']:,}), MLP9, the comparison protocol"
           + ("  [--quick]" if doc.get("quick") else ""))
     lines = HEAD + comparison_rows(doc)

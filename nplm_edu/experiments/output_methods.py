@@ -27,9 +27,9 @@ word counts and bigrams)::
     nce              noise-contrastive estimation, k unigram noise words, normalizer fixed to 1
 
 The frequency bands, fixed before any run, are those of Brown's |V| = 17,907 ranked by training
-count: the 2,000 most frequent words, the next 4,000, the other 11,907 (:data:`BANDS`; for another
+count: the 2,000 most frequent words, the next 4,000, the other 11,907 (``BANDS``; for another
 vocabulary the same fractions of |V|). The differentiated softmax gives them 60, 25 and 15 hidden
-units (:data:`DIFF_WIDTHS`, fractions of h); the adaptive softmax's head is the first band plus two
+units (``DIFF_WIDTHS``, fractions of h); the adaptive softmax's head is the first band plus two
 tail tokens, its tails the other two bands (``div`` 4).
 """
 
@@ -126,14 +126,14 @@ def exchange_labels(corpus, n_classes: int, cache: Path | None, quiet: bool) -> 
 
 
 def band_cutoffs(V: int) -> list[int]:
-    """Where the second and third frequency bands start (:data:`BANDS`), as the same fractions of |V|
+    """Where the second and third frequency bands start (``BANDS``), as the same fractions of |V|
     for a vocabulary other than Brown's; at least one cutoff, each between 1 and |V| - 1."""
     cut = sorted({min(V - 1, max(1, round(V * c / BROWN_V))) for c in BANDS})
     return cut or [1]
 
 
 def band_widths(h: int, bands: int) -> list[int]:
-    """The hidden units each band of the differentiated softmax reads (:data:`DIFF_WIDTHS` of h, the
+    """The hidden units each band of the differentiated softmax reads (``DIFF_WIDTHS`` of h, the
     rest to the first band), each at least 1."""
     w = [max(1, round(h * f)) for f in DIFF_WIDTHS[1:bands]]
     return [h - sum(w)] + w
@@ -259,7 +259,7 @@ class LightRNNBackend(Reassigning, TimedBackend):
 
 def sampled_extra(model, corpus, batch: int = 1024) -> dict:
     """For a network trained by a sampled objective: over the test set, log Z = log sum_v exp(y_v) (mean,
-    std, mean of ``|log Z|``: 0 for a self-normalized network) and the self-normalized perplexity
+    std, and the mean absolute value: 0 for a self-normalized network) and the self-normalized perplexity
     exp(-mean y_w); {} for any other network."""
     layer = getattr(model, "output", None)
     if not isinstance(layer, SampledSoftmax):

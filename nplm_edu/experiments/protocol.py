@@ -307,7 +307,7 @@ ALSO_SUMMED = ("mix_test_ppl", "test_reset_ppl")  # summarized too when every se
 
 def summary(rows: list[dict]) -> dict:
     """Validation and test perplexity over the seeds: mean ± std and each seed's value (also of
-    :data:`ALSO_SUMMED` when the rows have them); how many runs stopped early and how many reached
+    ``ALSO_SUMMED`` when the rows have them); how many runs stopped early and how many reached
     the epoch cap."""
     rows = sorted(rows, key=lambda r: r["seed"])
     more = {k: mean_std(r[k] for r in rows) for k in ALSO_SUMMED if rows and all(r.get(k) is not None for r in rows)}

@@ -1,9 +1,9 @@
 """``python -m nplm_edu reproduce recurrent``: after 2003, recurrent language models against the NPLM, compared by one protocol.
 
-Every row of :data:`~nplm_edu.experiments.recurrent_rows.ROWS` (the Elman network, the LSTM, the GRU,
+Every row of ``recurrent_rows.ROWS`` (the Elman network, the LSTM, the GRU,
 and two controls: the same LSTM fed only the last four words, and the NPLM with the LSTM's dropout
 and about its parameter count) is trained by the comparison protocol
-(:data:`~nplm_edu.experiments.protocol.RECURRENT_PROTOCOL`): its learning rate chosen on validation
+(``protocol.RECURRENT_PROTOCOL``): its learning rate chosen on validation
 from the grid 1, 3, 10, 30 (the validation perplexity after 2 epochs, seed 0), then seeds 0, 1, 2
 trained to early stopping (patience 3, at most 40 epochs), the test set scored once per seed, on the
 comparison slice of Brown (:func:`~nplm_edu.experiments.protocol.comparison_corpus`: the first
@@ -52,9 +52,9 @@ QUICK = {**QUICK_SIZES, "epochs": 2}
 
 @dataclass
 class RecurrentOptions:
-    """The command's options (:data:`CLI_OPTIONS`): ``models``, comma-separated rows (default all);
+    """The command's options (``CLI_OPTIONS``): ``models``, comma-separated rows (default all);
     ``seeds``, comma-separated seeds of the protocol (default all); ``quick``: the pipeline on a tiny
-    slice. The other fields override :data:`SETTINGS` for :func:`settings` (the chapter's examples)."""
+    slice. The other fields override ``SETTINGS`` for :func:`settings` (the chapter's examples)."""
 
     models: str = ",".join(ORDER)
     seeds: str | None = None

@@ -1,4 +1,4 @@
-"""The rows of the recurrent table, each one entry of :data:`ROWS`, and what is measured of each trained seed.
+"""The rows of the recurrent table, each one entry of ``ROWS``, and what is measured of each trained seed.
 
 A row is a :class:`Row`: a name, one line saying what it is, ``make(V, seed, sizes)`` building its
 model, and its kind; :meth:`Row.method` is the :class:`~nplm_edu.experiments.protocol.Method` the
@@ -16,7 +16,7 @@ protocol trains. Three kinds of model exist:
   clipping and no dropout; it is scored over every token from the n_ctx words before it, and sampled
   from the same prompt as the others, its window growing from the prompt's words.
 
-Every row shares one training rule (:data:`RULE`, :data:`STREAM`): the mean NLL per token, SGD with
+Every row shares one training rule (``RULE``, ``STREAM``): the mean NLL per token, SGD with
 the learning rate the grid chooses, decayed by 0.8 per epoch, the gradient norm clipped at 0.25,
 inverted dropout 0.3 on the inputs of the recurrent (or hidden) layer and on the output layer's
 input (Zaremba et al. 2014), no weight decay. A new row is one call of :func:`register`.
