@@ -1,6 +1,7 @@
 """nplm_edu.numerics.threads: the output-block algorithm on the threads of one process, tested equal
 (float64, to 1e-12) to one thread for the fused NPLM's update and probabilities and for the fast
-recurrent networks' full softmax; the same thread count gives the same numbers."""
+recurrent networks' full softmax and their steps' recurrent products split by columns; the same thread
+count gives the same numbers."""
 
 import threading
 
@@ -9,7 +10,7 @@ import pytest
 
 from nplm_edu.models.nplm import NPLMConfig
 from nplm_edu.models.rnn import RecurrentConfig
-from nplm_edu.numerics import blas, threads
+from nplm_edu.numerics import blas, recurrent, threads
 from nplm_edu.numerics.fused import FusedNPLM
 from nplm_edu.numerics.recurrent import _Fast, recurrent_model
 from nplm_edu.training.backends import SerialBackend
@@ -124,6 +125,49 @@ def test_recurrent_full_softmax_on_T_threads_equals_one_thread(cell):
         np.testing.assert_allclose(got[T][2], got[1][2], rtol=0, atol=1e-12)
         for k in got[1][1]:
             np.testing.assert_allclose(got[T][1][k], got[1][1][k], rtol=0, atol=1e-12, err_msg=k)
+
+
+def test_a_product_split_by_columns_equals_one_product():
+    rng = np.random.default_rng(3)
+    a, W = rng.standard_normal((6, 9)), rng.standard_normal((13, 9))
+    for b in (W.T, rng.standard_normal((9, 13))):  # a transposed view (the forward's Wh^T) and a plain array
+        want = a @ b
+        for T in (1, 2, 3, 5):
+            big = np.full((6, 20), np.nan)
+            out = threads.matmul_columns(a, b, big[:, 4:17], T)  # into a strided block of a larger array
+            np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)
+            assert np.isnan(big[:, :4]).all() and np.isnan(big[:, 17:]).all()
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
+def test_recurrent_steps_split_by_columns_equal_one_thread(cell, monkeypatch):
+    """Only the recurrent products split (the output layer on one thread): loss, every gradient and
+    the state from a carried state with resets and dropout, on 2 and 3 threads as on one."""
+    monkeypatch.setattr(_Fast, "MIN_STEP_WORK", 0)
+    monkeypatch.setattr(_Fast, "MIN_BLOCK_WORK", 1 << 60)
+    calls = []
+    real = threads.matmul_columns
+    monkeypatch.setattr(recurrent, "matmul_columns", lambda *a: calls.append(a[3]) or real(*a))
+    rng = np.random.default_rng(4)
+    B, T, h, m = 3, 5, 6, 4
+    X, Y = rng.integers(0, 50, (B, T)), rng.integers(0, 50, (B, T))
+    kw = {"state": tuple(rng.normal(size=(B, h)) for _ in range(2 if cell == "lstm" else 1)),
+          "resets": rng.random((B, T)) < 0.2, "mask_x": (rng.random((T, B, m)) > 0.3) / 0.7,
+          "mask_a": (rng.random((T, B, h)) > 0.3) / 0.7}
+    got = {}
+    for n in (1, 2, 3):
+        threads.set_threads(n)
+        model = recurrent_model(RecurrentConfig(V=50, m=m, h=h, cell=cell, seed=0, dtype="float64"))
+        model.params["Wh"] *= 3  # the recurrent paths matter
+        loss, grads, state = model.loss_and_grads(X, Y, **kw)
+        got[n] = loss, {k: g.copy() for k, g in grads.items()}, [s.copy() for s in state]
+    assert set(calls) == {2, 3}  # the products were split, on 2 and on 3 threads
+    for n in (2, 3):
+        assert abs(got[n][0] - got[1][0]) <= 1e-12 * got[1][0]
+        for k in got[1][1]:
+            np.testing.assert_allclose(got[n][1][k], got[1][1][k], rtol=1e-12, atol=1e-15, err_msg=k)
+        for s, s1 in zip(got[n][2], got[1][2]):
+            np.testing.assert_allclose(s, s1, rtol=1e-12, atol=1e-15)
 
 
 def test_float32_update_on_two_threads_stays_close_to_one_thread():

@@ -17,6 +17,8 @@ What changes against the reference:
   (:mod:`~nplm_edu.numerics.threads`) each computes a block of the output units, their share of
   the softmax and their rows of dL/dU and dL/db (section 3.2's output blocks), and only dL/dh_t is summed;
   other output layers are called through their interface;
+- on several threads, each step's recurrent product (h_{t-1} Wh^T forward, dL/dz_t Wh back) is
+  split by columns among them where it is large, each block on single-threaded BLAS;
 - the gradient of C is a segment sum (:func:`~nplm_edu.numerics.blas.segment_sum`), not ``np.add.at``.
 
 The gradients returned live in buffers that the next call overwrites: use them before calling again.
@@ -35,7 +37,7 @@ from ..models.rnn import ElmanRNN, RecurrentConfig, check_batch
 from .blas import segment_sum
 from .full_output import FastOutput
 from .head import nll, softmax_nll
-from .threads import one_blas_thread
+from .threads import matmul_columns, one_blas_thread, threads
 
 
 def sigmoid_inplace(a: np.ndarray) -> None:
@@ -49,6 +51,8 @@ def sigmoid_inplace(a: np.ndarray) -> None:
 class _Fast(FastOutput):
     """The fast forward/backward shared by :class:`FastRNN`, :class:`FastLSTM` and :class:`FastGRU` (a mixin; the output
     layer's fast path is :class:`~nplm_edu.numerics.full_output.FastOutput`'s)."""
+
+    MIN_STEP_WORK = 1 << 22  # multiply-adds of a step's recurrent product from which its columns are split among threads
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
         X, _ = check_batch(X, None, self.V)
@@ -129,6 +133,14 @@ class _Fast(FastOutput):
         words, grads["C"] = segment_sum(X.T.ravel(), gx)  # each word's rows of dL/dx added up
         return {k: grads[k] for k in P}, cache["state"], words
 
+    def _step_mm(self, a, b, out):
+        """out = a @ b, a product of the recurrence (one a step each way); on several threads its
+        columns are split among them where it is large (:func:`~nplm_edu.numerics.threads.matmul_columns`)."""
+        T = threads()
+        if T > 1 and a.shape[0] * b.shape[0] * b.shape[1] >= self.MIN_STEP_WORK:
+            return matmul_columns(a, b, out, T)
+        return np.matmul(a, b, out=out)
+
     def _grad_Wh(self, gz2, cache, out):
         """dL/dWh (G h, h), one product over all T B positions: dL/dz_t^T h_{t-1}."""
         return np.matmul(gz2.T, cache["prev"].reshape(gz2.shape[0], -1), out=out)
@@ -160,7 +172,7 @@ class FastRNN(_Fast, ElmanRNN):
         for t in range(z.shape[0]):
             if resets is not None:
                 np.multiply(hs[t], ~resets[:, t, None], out=prev[t])  # a reset: h_{t-1} := 0
-            np.matmul(prev[t], WhT, out=tmp)
+            self._step_mm(prev[t], WhT, tmp)
             z[t] += tmp  # pre_t = x_t Wx^T + d + h_{t-1} Wh^T
             np.tanh(z[t], out=hs[t + 1])  # h_t
         cache["state"] = (hs[-1].copy(),)
@@ -175,7 +187,7 @@ class FastRNN(_Fast, ElmanRNN):
             np.multiply(hs[t + 1], hs[t + 1], out=gz[t])
             np.subtract(1, gz[t], out=gz[t])
             gz[t] *= gh  # backward through tanh: (1 - h_t^2) dL/dh_t
-            np.matmul(gz[t], P["Wh"], out=gh)  # dL/dh_{t-1}
+            self._step_mm(gz[t], P["Wh"], gh)  # dL/dh_{t-1}
             if resets is not None:
                 gh *= ~resets[:, t, None]  # backward through a reset
         return gz
@@ -201,7 +213,7 @@ class FastLSTM(_Fast, LSTM):
                     keep = ~resets[:, t, None]
                     np.multiply(hs[t], keep, out=prev[t])  # a reset: h_{t-1} := 0 ...
                     np.multiply(ss[t], keep, out=prev_s[t])  # ... and s_{t-1} := 0
-                np.matmul(prev[t], WhT, out=tmp)
+                self._step_mm(prev[t], WhT, tmp)
                 zt = z[t]
                 zt += tmp  # z_t = x_t Wx^T + h_{t-1} Wh^T + d: the four gates in one product
                 sigmoid_inplace(zt[:, :3 * h])  # i, f, o
@@ -242,7 +254,7 @@ class FastLSTM(_Fast, LSTM):
             np.multiply(g, g, out=tmp)
             np.subtract(1, tmp, out=tmp)
             gg *= tmp  # phi' = 1 - g^2
-            np.matmul(gz[t], P["Wh"], out=gh)  # dL/dh_{t-1}
+            self._step_mm(gz[t], P["Wh"], gh)  # dL/dh_{t-1}
             if resets is not None:
                 keep = ~resets[:, t, None]
                 gh *= keep  # backward through a reset
@@ -264,11 +276,11 @@ class FastGRU(_Fast, GRU):
                 if resets is not None:
                     np.multiply(hs[t], ~resets[:, t, None], out=prev[t])  # a reset: h_{t-1} := 0
                 azr, an = z[t][:, :2 * h], z[t][:, 2 * h:]
-                np.matmul(prev[t], Wzr_T, out=tmp)
+                self._step_mm(prev[t], Wzr_T, tmp)
                 azr += tmp  # W^{z,r} x_t + b^{z,r} + U^{z,r} h_{t-1}: both gates in one product
                 sigmoid_inplace(azr)  # z_t, r_t
                 np.multiply(azr[:, h:], prev[t], out=rp[t])  # r_t h_{t-1}: r before the matrix
-                np.matmul(rp[t], Wn_T, out=tmp_n)
+                self._step_mm(rp[t], Wn_T, tmp_n)
                 an += tmp_n
                 np.tanh(an, out=an)  # n_t = phi(W^n x_t + b^n + U^n (r_t h_{t-1}))
                 np.subtract(prev[t], an, out=hs[t + 1])
@@ -296,7 +308,7 @@ class FastGRU(_Fast, GRU):
             np.multiply(n, n, out=tmp)
             np.subtract(1, tmp, out=tmp)
             gan *= tmp  # backward through phi: dL/dan_t
-            np.matmul(gan, Wn, out=grp)  # dL/d(r_t h_{t-1})
+            self._step_mm(gan, Wn, grp)  # dL/d(r_t h_{t-1})
             np.multiply(grp, p, out=gr)  # dL/dr_t
             gh *= z  # dL/dh_{t-1}, the direct (additive) path
             grp *= r
@@ -305,7 +317,7 @@ class FastGRU(_Fast, GRU):
                 np.subtract(1, k, out=tmp)
                 tmp *= k
                 gk *= tmp
-            np.matmul(gz[t][:, :2 * h], Wzr, out=tmp)
+            self._step_mm(gz[t][:, :2 * h], Wzr, tmp)
             gh += tmp  # ... and through the gates
             if cache["resets"] is not None:
                 gh *= ~cache["resets"][:, t, None]  # backward through a reset

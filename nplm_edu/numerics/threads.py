@@ -12,6 +12,7 @@ each running single-threaded BLAS on its column block, keep T cores busy.
   ``reduce(buf, op)`` combines the T threads' arrays ("MAX" or "SUM", in a fixed order, so the same
   thread count gives the same numbers), as MPI's Allreduce does between processes;
 - :func:`rowwise`: a loop over blocks of rows on the same threads;
+- :func:`matmul_columns`: a product whose columns are split among the same threads;
 - :func:`one_blas_thread`: BLAS on one thread for a whole step whose output layer is split.
 """
 
@@ -192,3 +193,17 @@ def rowwise(fn, K: int, size: int) -> None:
         return
     bounds = [K * i // T for i in range(T + 1)]
     run_blocks(lambda i, _: fn(bounds[i], bounds[i + 1]), T)
+
+
+def matmul_columns(a: np.ndarray, b: np.ndarray, out: np.ndarray, T: int) -> np.ndarray:
+    """out = a @ b, out's columns split into T blocks (:func:`block_range`), block i computed on
+    thread i with single-threaded BLAS: out[:, lo:hi] = a @ b[:, lo:hi]. Each entry is the same dot
+    product as in one call, so the result does not depend on T beyond BLAS's own blocking."""
+    N = b.shape[1]
+
+    def block(i, _):
+        lo, hi = block_range(N, T, i)
+        np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
+
+    run_blocks(block, T)
+    return out
