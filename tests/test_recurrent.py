@@ -307,12 +307,15 @@ def test_bptt_equals_automatic_differentiation(cell, fast, carried, extras):
         np.testing.assert_allclose(grads[k], P[k].grad, rtol=1e-9, atol=1e-13, err_msg=k)
 
 
-@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
 def test_bptt_equals_pytorch_autograd(cell):
     """The same against PyTorch's autograd, when PyTorch is installed (an optional check: the
-    package never needs it)."""
+    package never needs it); the GRU's reset gate before its matrix, as Cho et al. (2014) write it."""
     torch = pytest.importorskip("torch")
     model, X, Y, kw = case(cell, seed=8, carried=True, extras=True)
+    if cell == "gru":
+        ref, model = model, recurrent_model(model.config)  # the fast GRU (the reference: test_gru)
+        model.params = {k: v.copy() for k, v in ref.params.items()}
     loss, grads, _ = model.loss_and_grads(X, Y, **kw)
     P = {k: torch.tensor(v, requires_grad=True) for k, v in model.params.items()}
     h = torch.tensor(kw["state"][0])
@@ -322,7 +325,12 @@ def test_bptt_equals_pytorch_autograd(cell):
         keep = torch.tensor((~kw["resets"][:, t])[:, None].astype(np.float64))
         x = P["C"][torch.tensor(X[:, t])] * torch.tensor(kw["mask_x"][t])
         z = x @ P["Wx"].T + (h * keep) @ P["Wh"].T + P["d"]
-        if cell == "rnn":
+        if cell == "gru":
+            p, ax = h * keep, x @ P["Wx"].T + P["d"]
+            zg, r = torch.sigmoid(z[:, :H]), torch.sigmoid(z[:, H:2 * H])
+            n = torch.tanh(ax[:, 2 * H:] + (r * p) @ P["Wh"][2 * H:].T)  # U^n (r_t h_{t-1})
+            h = (1 - zg) * n + zg * p
+        elif cell == "rnn":
             h = torch.tanh(z)
         else:
             i, f, o, g = torch.sigmoid(z[:, :H]), torch.sigmoid(z[:, H:2 * H]), torch.sigmoid(z[:, 2 * H:3 * H]), \
