@@ -10,8 +10,8 @@ several threads. The blocks themselves are the reference's. Scoring (:meth:`next
 only each window's last position through the same head, without a gradient.
 
 What it buys, measured (CPU seconds of one ``loss_and_grads``, median of 5 alternated with the
-reference's, one thread, |V| = 17,907, m = 128, 4 heads, 2 blocks, d_ff = 512, tied; the machine
-loaded, load average 6 to 7): 0.368 s against 0.199 s for 16 windows of 32 words (1.85x), 0.439 s
+reference's so that both are timed alike, one thread, |V| = 17,907, m = 128, 4 heads, 2 blocks,
+d_ff = 512, tied): 0.368 s against 0.199 s for 16 windows of 32 words (1.85x), 0.439 s
 against 0.242 s for 128 windows of 4 (1.81x).
 """
 
