@@ -256,7 +256,7 @@ def test_table1_bad_rows(tmp_path, capsys, rows, says):
 
 def test_table1_refuses_to_mix_settings(tmp_path):
     table1(tmp_path, "--rows", "MLP7", "--epochs", "1")
-    with pytest.raises(UserError, match="--force"):
+    with pytest.raises(UserError, match="`force` starts the table again"):  # the setting; the CLI says --force
         table1(tmp_path, "--rows", "MLP3", "--epochs", "1", "--lr", "0.2")
     rows = table1(tmp_path, "--rows", "MLP3", "--epochs", "1", "--lr", "0.2", "--force")["rows"]
     assert set(rows) == {"MLP3", "MLP4"}  # a fresh table: the old settings' rows are gone
