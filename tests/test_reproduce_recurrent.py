@@ -133,7 +133,7 @@ def test_samples_are_fixed_by_their_seeds():
 
 
 @pytest.mark.parametrize("extra, message", [(["--models", "lstm,xyz"], "--models takes a comma-separated list"),
-                                            (["--seeds", "0,7"], "--seeds takes a comma-separated list")])
+                                            (["--seeds", "0,7"], "--seeds must be some of the protocol's seeds 0,1,2")])
 def test_bad_rows_or_seeds_are_one_line(tmp_path, capsys, extra, message):
     assert main([*QUICK, *extra, "--out", str(tmp_path / "r.json"), "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -54,7 +54,7 @@ from .output_energy import run_energy
 from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
                              TimedBackend, build_model, parse_methods, sampled_extra)
 from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_corpus, mean_std,
-                       run_seeds, seeds_time_to_quality, write_rows)
+                       parse_seeds, run_seeds, seeds_time_to_quality, write_rows)
 from .skeleton import read_results, results_file, runs_for
 from .table1 import QUICK_SPLIT, ROWS, table_corpus
 
@@ -94,20 +94,6 @@ def check_options(opts: OutputLayersOptions) -> None:
         k = getattr(opts, name)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise UserError(f"{name} (the number of samples k) must be a whole number >= 1, got {k!r}", setting=name)
-
-
-def parse_seeds(text: str | None, protocol: Protocol) -> tuple:
-    """'0,2' -> (0, 2): seeds of the protocol; None: all of them."""
-    if text is None:
-        return tuple(protocol.seeds)
-    try:
-        seeds = tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        seeds = ()
-    if not seeds or any(s not in protocol.seeds for s in seeds):
-        raise UserError(f"seeds must be some of the protocol's seeds {','.join(map(str, protocol.seeds))} "
-                        f"(comma-separated), got {text!r}", setting="seeds")
-    return seeds
 
 
 def comparison_data(spec: CorpusSpec, quick: bool):

@@ -136,6 +136,20 @@ def comparison_corpus(corpus, sizes=COMPARISON_SLICE):
     return corpus.head(sizes, "comparison")
 
 
+def parse_seeds(text: str | None, protocol: Protocol) -> tuple:
+    """'2,0' -> (0, 2): some of the protocol's seeds, sorted, each once; None or "": all of them."""
+    if text is None or not str(text).strip():
+        return tuple(protocol.seeds)
+    try:
+        seeds = tuple(sorted({int(t) for t in str(text).split(",") if t.strip()}))
+    except ValueError:
+        seeds = ()
+    if not seeds or any(s not in protocol.seeds for s in seeds):
+        raise UserError(f"seeds must be some of the protocol's seeds {','.join(map(str, protocol.seeds))} "
+                        f"(comma-separated), got {text!r}", setting="seeds")
+    return seeds
+
+
 def window_ppl(model, corpus, split: str) -> float:
     """The exact perplexity of a window model (the NPLM and its output layers) over every token of ``split``."""
     return float(model.perplexity(*corpus.windows(split, model.order)))

@@ -33,7 +33,7 @@ from ..errors import UserError
 from ..models.rnn import RecurrentConfig
 from ..numerics.threads import one_blas_thread
 from ..training.stream import StreamConfig
-from .protocol import COMPARISON_SLICE, RECURRENT_PROTOCOL, choose_lr, comparison_corpus, run_seeds
+from .protocol import COMPARISON_SLICE, RECURRENT_PROTOCOL, choose_lr, comparison_corpus, parse_seeds, run_seeds
 from .recurrent_rows import N, QUICK as QUICK_SIZES, ROWS, RULE, SAMPLES, STREAM, kn5_log_probs, parameter_counts, sizes
 from .skeleton import results_file, runs_for
 from .table1 import table_corpus
@@ -102,20 +102,6 @@ def parse_models(text: str) -> list[str]:
     if not models or bad:
         raise UserError(f"models takes a comma-separated list of {', '.join(ROWS)}, got {text!r}", setting="models")
     return sorted(set(models), key=lambda m: (ORDER + tuple(ROWS)).index(m))
-
-
-def parse_seeds(text: str, protocol) -> tuple:
-    """Seeds from a comma-separated list (None or "": all of the protocol's); one line for any other."""
-    if text is None or not str(text).strip():
-        return tuple(protocol.seeds)
-    try:
-        seeds = tuple(sorted({int(s) for s in str(text).split(",") if s.strip()}))
-    except ValueError:
-        seeds = ()
-    if not seeds or any(s not in protocol.seeds for s in seeds):
-        raise UserError(f"seeds takes a comma-separated list among the protocol's seeds "
-                        f"{','.join(map(str, protocol.seeds))}, got {text!r}", setting="seeds")
-    return seeds
 
 
 def the_corpus(spec: CorpusSpec, quick: bool):
