@@ -271,7 +271,7 @@ OUTPUT_FIGURES = [
     # the share of test words whose 3 and 4 preceding words were seen together: the test 3- and 4-grams seen
     ("03_ngrams", rf"occurred together in training for only {N} of the test words", r"(?<!\S)3 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)",
      lambda x: f"{1 - x:.0%}"),
-    ("03_ngrams", rf"the 4 words before it for {N} \(the sparsity", r"(?<!\S)4 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)",
+    ("03_ngrams", rf"the 4 words before it for {N} \(each such context", r"(?<!\S)4 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)",
      lambda x: f"{1 - x:.0%}"),
     ("03_ngrams", rf"seen together in training for only {N} of the test words, and", r"(?<!\S)4 [\d,]+ [\d,]+ of [\d,]+ \(([\d.]+%)\)",
      lambda x: f"{1 - x:.0%}"),
