@@ -8,16 +8,18 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from nplm_edu.analysis.comparison import (HEAD, comparison_caption, comparison_rows, method_curve,  # noqa: E402
-                                          plot_comparison, show_comparison_table)
+from nplm_edu.analysis.comparison import (HEAD, against_reference, comparison_caption, comparison_rows,  # noqa: E402
+                                          difference_phrase, epoch_cpu_seconds, grid_rows, method_curve,
+                                          outcome_sentences, plot_comparison, show_comparison_table,
+                                          show_grid_table)
 from nplm_edu.experiments.output_layers import finish  # noqa: E402
 from nplm_edu.experiments.protocol import Protocol, with_summaries  # noqa: E402
 
 
-def run(method, seed, ppls, cpu=10.0, lr=1.0):
+def run(method, seed, ppls, cpu=10.0, lr=1.0, grid=None):
     history = [{"epoch": i + 1, "valid_ppl": p, "seconds": 2 * cpu, "cpu_seconds": cpu, "train_cpu_seconds": cpu / 2}
                for i, p in enumerate(ppls)]
-    return {"run": f"{method}/seed{seed}", "method": method, "seed": seed, "lr": lr, "lr_grid": {"1": 300.0},
+    return {"run": f"{method}/seed{seed}", "method": method, "seed": seed, "lr": lr, "lr_grid": grid or {"1": 300.0},
             "valid_ppl": min(ppls), "test_ppl": min(ppls) + 5, "epochs": len(ppls), "stopped_early": True,
             "reached_max_epochs": False, "history": history}
 
@@ -37,17 +39,19 @@ def test_the_table_of_a_complete_file():
     rows = {r[0]: r for r in comparison_rows(doc)}
     assert list(rows) == ["full", "tree-huffman"] and len(HEAD[0]) == len(rows["full"])
     assert rows["full"][3] == "251.0 ± 1.0" and rows["full"][4] == "256.0 ± 1.0"
-    assert rows["full"][5] == "x1.00" and rows["tree-huffman"][5] == "x10.00"  # 10x fewer CPU seconds per update
-    assert rows["tree-huffman"][6] == "20 s"  # within 5% (263.55) at its second epoch: 10 + 10 CPU s
-    assert rows["tree-huffman"][7] == "never (255.0)"  # 1% is 253.51
-    assert rows["full"][6] == "300 s" and rows["full"][2] == "3, 3, 3"
+    assert rows["full"][5] == "100 ± 0" and rows["tree-huffman"][5] == "10 ± 0"  # CPU seconds of an epoch
+    assert rows["full"][6] == "x1.00" and rows["tree-huffman"][6] == "x10.00"  # 10x fewer CPU seconds per update
+    assert rows["tree-huffman"][7] == "20 s"  # within 5% (263.55) at its second epoch: 10 + 10 CPU s
+    assert rows["tree-huffman"][8] == "never (255.0)"  # 1% is 253.51
+    assert rows["full"][7] == "300 s" and rows["full"][2] == "3, 3, 3" and rows["full"][1] == "1"
     assert "251.0 (mean of 3 seeds)" in comparison_caption(doc)
 
 
 def test_a_partial_file_without_the_reference_and_with_one_seed():
     doc = document(TREE[:1])
     (row,) = comparison_rows(doc)
-    assert row[0] == "tree-huffman" and row[3] == "255.0" and row[5:] == ["-", "-", "-"]
+    assert row[0] == "tree-huffman" and row[3] == "255.0" and row[5] == "10" and row[6:] == ["-", "-", "-"]
+    assert all(v == "" for v in outcome_sentences(doc).values() if v != outcome_sentences(doc)["grid"])
     assert "not in the file yet" in comparison_caption(doc)
     ax = plot_comparison(doc)
     assert len(ax.get_lines()) == 1  # its one curve, no reference lines
@@ -71,3 +75,51 @@ def test_the_figure_is_legible_at_390_pixels():
     assert labels == ["full", "tree-huffman"] and min(t.get_fontsize() for t in ax.get_legend().get_texts()) >= 7
     assert len(ax.get_lines()) == 2 + 2  # two methods, the 5% and 1% lines
     assert ax.get_ylim()[0] == pytest.approx(251.0 * 0.97)
+
+
+def test_a_learning_rate_at_the_edge_of_the_grid_is_said():
+    tree = [run("tree-huffman", s, [500.0, 262.0], grid={"0.3": 900.0, "1": 800.0, "3": None}) for s in (0, 1)]
+    nce = [run("nce", s, [500.0, 300.0, 270.0], lr=3.0, grid={"0.3": 640.0, "1": 620.0, "3": 610.0}) for s in (0, 1, 2)]
+    doc = document(FULL + tree + nce)
+    rows = {r[0]: r for r in comparison_rows(doc)}
+    assert rows["nce"][1] == "3 (top)" and rows["full"][1] == "1"
+    body, head = grid_rows(doc)
+    assert head == [["method", "lr 0.3", "lr 1", "lr 3", "chosen"]]
+    assert body[1] == ["tree-huffman", "900.0", "800.0", "diverged", "1"]
+    assert body[2][-1] == "3, the top of the grid"
+    assert outcome_sentences(doc)["grid"].startswith("`nce` chose 3, the top of the grid: a rate beyond the grid")
+    show_grid_table(doc)  # displays without error
+
+
+def test_differences_from_the_full_softmax_follow_the_recurrent_tables_rule():
+    # full's test perplexities 255, 256, 257; a method whose seeds overlap them is within the spread, one whose
+    # seeds all lie below is not, whatever the size of the difference
+    close = [run("nce", s, [400.0, 251.0 + s]) for s in (0, 1, 2)]  # test 256, 257, 258: overlaps 255-257
+    apart = [run("class-exchange", s, [400.0, 248.0 + 0.1 * s]) for s in (0, 1, 2)]  # test 253-253.2: below
+    one = [run("is", 0, [400.0, 100.0])]  # one seed: no verdict, left out
+    doc = document(FULL + close + apart + one)
+    d = {x["a"]: x for x in against_reference(doc)}
+    assert set(d) == {"nce", "class-exchange"}
+    assert d["nce"]["within_spread"] and not d["class-exchange"]["within_spread"]
+    assert d["nce"]["difference"] == pytest.approx(1.0) and d["class-exchange"]["difference"] == pytest.approx(-2.9)
+    assert difference_phrase(d["class-exchange"], 256.0) == (
+        "1.1% lower test perplexity than the full softmax's, beyond the seeds' spread")
+    assert difference_phrase(d["nce"], 256.0).endswith("higher test perplexity than the full softmax's, within the seeds' spread")
+    test = outcome_sentences(doc)["test"]
+    assert test == ("Against the full softmax's test perplexity, lower, beyond the seeds' spread: `class-exchange`; "
+                    "within the seeds' spread (the seeds alone could give either order): `nce`.")
+
+
+def test_the_time_to_quality_sentence_orders_the_methods_and_judges_the_first():
+    fast = [run("nce", s, [262.0, 255.0], cpu=5.0 + s) for s in (0, 1, 2)]  # within 5% after 5, 6, 7 CPU s
+    doc = document(FULL + TREE + fast)
+    text = outcome_sentences(doc)["within_5"]
+    assert text.startswith("Every seed of `nce` (6 CPU s), `tree-huffman` (20 CPU s) and `full` (300 CPU s) came "
+                           "within 5% of the full softmax's best validation perplexity (to 263.6 or below), in that order")
+    assert "`nce` came first, ahead of `tree-huffman` beyond the seeds' spread" in text
+    assert outcome_sentences(doc)["within_1"].endswith("`nce` and `tree-huffman` never came within 1% (best 255.0, 255.0).")
+
+
+def test_an_epoch_timed_in_part_is_left_out_of_the_seconds_an_epoch():
+    history = [{"cpu_seconds": 10.0}, {"cpu_seconds": 3.0, "timing_partial": True}, {"cpu_seconds": 12.0}, {"epoch": 4}]
+    assert epoch_cpu_seconds(history) == pytest.approx(11.0) and epoch_cpu_seconds([]) is None

@@ -9,8 +9,14 @@ stands: a method not trained yet is left out, a method with fewer seeds shows th
 before the reference's rows exist the times to quality are shown as a dash.
 
     doc = read_comparison("data/results/output_layers.json")
-    show_comparison_table(doc)           # method, lr, epochs, valid, test, speed-up, time to 5% and 1%
-    plot_comparison(doc)                 # valid perplexity against CPU seconds, mean and spread of the seeds
+    show_comparison_table(doc)   # method, lr, epochs, valid, test, CPU s an epoch, speed-up, time to 5% and 1%
+    show_grid_table(doc)         # each learning rate of the grid: validation perplexity after its epochs
+    plot_comparison(doc)         # valid perplexity against CPU seconds, mean and spread of the seeds
+    outcome_sentences(doc)       # what the table shows, in words computed from it
+
+Whether two methods differ beyond what the seeds alone could give is decided by one rule, the
+recurrent table's (:func:`~nplm_edu.analysis.recurrent_table.differences`): their seeds' ranges
+overlap or not.
 """
 
 from __future__ import annotations
@@ -20,26 +26,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .report import show_table
+from .recurrent_table import differences, spread, within_spread
+from .report import pm, show_table
 
-HEAD = [["method", "lr", "epochs", "valid", "test", "x full", "to 5%", "to 1%"]]
+HEAD = [["method", "lr", "epochs", "valid", "test", "CPU s / epoch", "x full", "to 5%", "to 1%"]]
+EDGES = {"top": "the top of the grid", "bottom": "the bottom of the grid"}
 
 
 def read_comparison(path) -> dict:
     """The results document at ``path`` (or ``path`` itself if it is one already)."""
     return path if isinstance(path, dict) else json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def pm(stat: dict | None, digits: int = 1) -> str:
-    """'251.3 ± 2.1' from a mean_std dict (the mean alone for one seed; '' for none).
-
-    >>> pm({"mean": 251.34, "std": 2.06, "n": 3}), pm({"mean": 251.34, "std": None, "n": 1})
-    ('251.3 ± 2.1', '251.3')
-    """
-    if not stat or stat.get("mean") is None:
-        return ""
-    mean = f"{stat['mean']:,.{digits}f}"
-    return mean if stat.get("std") is None else f"{mean} ± {stat['std']:,.{digits}f}"
 
 
 def time_cell(q: dict | None, clock: str = "cpu_seconds") -> str:
@@ -59,19 +55,81 @@ def time_cell(q: dict | None, clock: str = "cpu_seconds") -> str:
     return f"{q[clock]['mean']:,.0f} s{seeds}"
 
 
+def grid_edge(doc: dict, lr: float) -> str | None:
+    """"top" or "bottom" when ``lr`` is the largest or smallest value of the protocol's grid, else None: a
+    choice at the edge says a value beyond the grid might have done better.
+
+    >>> grid_edge({"protocol": {"lrs": [0.3, 1.0, 3.0]}}, 3.0), grid_edge({"protocol": {"lrs": [0.3, 1.0, 3.0]}}, 1.0)
+    ('top', None)
+    """
+    lrs = doc.get("protocol", {}).get("lrs") or []
+    if len(lrs) < 2 or lr is None:
+        return None
+    return "top" if lr == max(lrs) else "bottom" if lr == min(lrs) else None
+
+
+def lr_cell(doc: dict, lr: float) -> str:
+    """The chosen learning rate, marked when it sits at an edge of the grid: '3 (top)'."""
+    edge = grid_edge(doc, lr)
+    return f"{lr:g}" + (f" ({edge})" if edge else "")
+
+
+def epoch_cpu_seconds(history: list[dict]) -> float | None:
+    """The mean CPU seconds of one whole epoch (updates and the validation perplexity) over a run's epochs,
+    leaving out an epoch timed only in part (one resumed from a checkpoint)."""
+    whole = [e["cpu_seconds"] for e in history if e.get("cpu_seconds") is not None and not e.get("timing_partial")]
+    return float(np.mean(whole)) if whole else None
+
+
+def runs_of(doc: dict, method: str) -> list[dict]:
+    """The seed rows of ``method``, by seed."""
+    return sorted((r for r in doc.get("runs", []) if r["method"] == method), key=lambda r: r["seed"])
+
+
+def cpu_per_epoch(doc: dict, method: str) -> dict:
+    """Mean ± std over the seeds of :func:`epoch_cpu_seconds` (the recurrent table's
+    :func:`~nplm_edu.analysis.recurrent_table.spread`)."""
+    return spread(epoch_cpu_seconds(r["history"]) for r in runs_of(doc, method))
+
+
 def comparison_rows(doc: dict, clock: str = "cpu_seconds") -> list[list[str]]:
-    """One row of text cells per method in the file (:data:`HEAD`): the chosen learning rate, each seed's
-    epochs, validation and test perplexity (mean ± std over the seeds), the speed-up per update over the
-    full softmax (mean over the seeds), and the ``clock`` seconds to come within 5% and 1% of the
-    reference."""
+    """One row of text cells per method in the file (:data:`HEAD`): the chosen learning rate (marked at an
+    edge of the grid), each seed's epochs, validation and test perplexity (mean ± std over the seeds),
+    the CPU seconds of an epoch, the speed-up per update over the full softmax (mean over the seeds),
+    and the ``clock`` seconds to come within 5% and 1% of the reference."""
     rows = []
     for name, s in doc.get("summary", {}).items():
         quality = s.get("time_to_quality") or [None, None]
         speed = s.get("speedup_vs_full")
-        rows.append([name, f"{s['lr']:g}", ", ".join(map(str, s["epochs"])), pm(s["valid_ppl"]), pm(s["test_ppl"]),
+        rows.append([name, lr_cell(doc, s["lr"]), ", ".join(map(str, s["epochs"])), pm(s["valid_ppl"]),
+                     pm(s["test_ppl"]), pm(cpu_per_epoch(doc, name), 0) or "-",
                      f"x{speed['mean']:.2f}" if speed and speed.get("mean") is not None else "-",
                      *(time_cell(q, clock) for q in quality[:2])])
     return rows
+
+
+def grid_rows(doc: dict) -> tuple[list[list[str]], list[list[str]]]:
+    """(body, head) of the grid's table: per method, the validation perplexity after the grid's epochs at
+    each learning rate of the protocol ('diverged' where the run did), and the value chosen."""
+    lrs = doc.get("protocol", {}).get("lrs") or []
+    head = [["method", *(f"lr {lr:g}" for lr in lrs), "chosen"]]
+    body = []
+    for name, g in doc.get("grid", {}).items():
+        values = {float(k): v for k, v in g.get("lr_grid", {}).items()}
+        cells = [("-" if lr not in values else "diverged" if values[lr] is None else f"{values[lr]:.1f}") for lr in lrs]
+        edge = grid_edge(doc, g["chosen_lr"])
+        body.append([name, *cells, f"{g['chosen_lr']:g}" + (f", {EDGES[edge]}" if edge else "")])
+    return body, head
+
+
+def show_grid_table(doc, caption: str | None = None) -> None:
+    """Display :func:`grid_rows` as an HTML table."""
+    doc = read_comparison(doc)
+    p = doc.get("protocol", {})
+    body, head = grid_rows(doc)
+    show_table(body, head, caption or (f"Validation perplexity after {p.get('grid_epochs')} epochs (seed "
+                                       f"{(p.get('seeds') or [0])[0]}) at each learning rate of the grid; the lowest "
+                                       "is chosen"))
 
 
 def comparison_caption(doc: dict) -> str:
@@ -88,6 +146,110 @@ def show_comparison_table(doc, clock: str = "cpu_seconds") -> None:
     """Display :func:`comparison_rows` as an HTML table (:func:`~nplm_edu.analysis.report.show_table`)."""
     doc = read_comparison(doc)
     show_table(comparison_rows(doc, clock), HEAD, comparison_caption(doc))
+
+
+# --------------------------------------------------------------------------- what the table shows, in words
+def against_reference(doc: dict, measure: str = "test_ppl") -> list[dict]:
+    """Each method with at least two seeds against the reference method (the full softmax) by the recurrent
+    table's rule (:func:`~nplm_edu.analysis.recurrent_table.differences`): the difference of the means
+    of ``measure``, its spread, and whether the two methods' seeds overlap (``within_spread``)."""
+    ref = doc.get("reference_method", "full")
+    pairs = [(m, ref) for m in doc.get("summary", {}) if m != ref]
+    return [d for d in differences(doc, pairs, measure) if min(d["seeds"]) >= 2]
+
+
+def listed(names) -> str:
+    """'`a`', '`a` and `b`', '`a`, `b` and `c`' (names as code, each with what follows it).
+
+    >>> listed(["a"]), listed(["a", "b (2 s)", "c"])
+    ('`a`', '`a`, `b` (2 s) and `c`')
+    """
+    cells = [f"`{n.split(' ', 1)[0]}`" + (f" {n.split(' ', 1)[1]}" if " " in n else "") for n in names]
+    return cells[0] if len(cells) == 1 else ", ".join(cells[:-1]) + " and " + cells[-1]
+
+
+def difference_phrase(d: dict, reference_mean: float, what: str = "test perplexity") -> str:
+    """One method against the reference in words: '3.1% lower test perplexity than the full softmax's,
+    beyond the seeds' spread' ('within the seeds' spread' when their seeds overlap)."""
+    rel = d["difference"] / reference_mean
+    side = "lower" if rel < 0 else "higher"
+    verdict = "within the seeds' spread" if d["within_spread"] else "beyond the seeds' spread"
+    return f"{abs(rel):.1%} {side} {what} than the full softmax's, {verdict}"
+
+
+def ranking_sentence(doc: dict, measure: str = "test_ppl", what: str = "test perplexity") -> str:
+    """The methods whose ``measure`` ended below the full softmax's, within the seeds' spread of it, and
+    above it (:func:`against_reference`)."""
+    groups = {"lower": [], "within": [], "higher": []}
+    for d in against_reference(doc, measure):
+        groups["within" if d["within_spread"] else "lower" if d["difference"] < 0 else "higher"].append(d["a"])
+    heads = {"lower": "lower, beyond the seeds' spread", "higher": "higher, beyond the seeds' spread",
+             "within": "within the seeds' spread (the seeds alone could give either order)"}
+    parts = [f"{heads[k]}: {listed(v)}" for k, v in groups.items() if v]
+    return f"Against the full softmax's {what}, " + "; ".join(parts) + "." if parts else ""
+
+
+def quality_sentence(doc: dict, index: int = 0, clock: str = "cpu_seconds") -> str:
+    """Who came within the ``index``-th quality (5%, then 1%) of the reference's best validation perplexity,
+    fastest first with the mean CPU seconds of its seeds, who came with some seeds only, who never came
+    (with the best it reached); whether the fastest is ahead of the next beyond the seeds' spread."""
+    ref = doc.get("reference")
+    if not ref:
+        return ""
+    every, some, never = [], [], []
+    for name, s in doc.get("summary", {}).items():
+        q = (s.get("time_to_quality") or [None, None])[index]
+        if q is None:
+            continue
+        if q["reached"] == q["seeds"]:
+            every.append((q[clock]["mean"], name, spread(q[clock]["values"])))
+        elif q["reached"]:
+            some.append(f"{name} ({q['reached']} of {q['seeds']} seeds)")
+        else:
+            never.append((q["best_valid_ppl"]["mean"], name))
+    pct = (5, 1)[index]
+    target = ref["best_valid_ppl"]["mean"] * (1 + pct / 100)
+    parts = []
+    every.sort()
+    if every:
+        first = (f"every seed of {listed([f'{n} ({t:,.0f} CPU s)' for t, n, _ in every])} came within {pct}% of the full "
+                 f"softmax's best validation perplexity (to {target:.1f} or below)"
+                 + (", in that order" if len(every) > 1 else ""))
+        if len(every) > 1:
+            close = within_spread(every[0][2], every[1][2])
+            first += (f"; `{every[0][1]}` came first, ahead of `{every[1][1]}` "
+                      + ("only within the seeds' spread" if close else "beyond the seeds' spread"))
+        parts.append(first)
+    if some:
+        parts.append(f"only some seeds of {listed(some)} came within {pct}%")
+    if never:
+        never.sort()
+        parts.append(f"{listed([n for _, n in never])} never came within {pct}% (best "
+                     + ", ".join(f"{b:.1f}" for b, _ in never) + ")")
+    text = "; ".join(parts) + "."
+    return text[0].upper() + text[1:]
+
+
+def grid_sentence(doc: dict) -> str:
+    """The methods whose learning rate was chosen at an edge of the grid, and what that leaves open."""
+    edges = {}
+    for name, s in doc.get("summary", {}).items():
+        edge = grid_edge(doc, s["lr"])
+        if edge:
+            edges.setdefault((edge, s["lr"]), []).append(name)
+    parts = [f"{listed(names)} chose {lr:g}, {EDGES[edge]}" for (edge, lr), names in sorted(edges.items())]
+    if not parts:
+        return "Every method chose a learning rate inside the grid."
+    return ("; ".join(parts) + ": a rate beyond the grid, not tried, might have done better for "
+            + ("it." if sum(map(len, edges.values())) == 1 else "them."))
+
+
+def outcome_sentences(doc) -> dict[str, str]:
+    """The sentences a chapter builds from the file (each '' when the file cannot say it yet): ``grid``,
+    ``within_5``, ``within_1``, ``test`` and ``valid``."""
+    doc = read_comparison(doc)
+    return {"grid": grid_sentence(doc), "within_5": quality_sentence(doc, 0), "within_1": quality_sentence(doc, 1),
+            "test": ranking_sentence(doc), "valid": ranking_sentence(doc, "valid_ppl", "validation perplexity")}
 
 
 # --------------------------------------------------------------------------- the figure

@@ -19,8 +19,7 @@ import math
 
 import numpy as np
 
-from .comparison import pm
-from .report import show_table
+from .report import pm, show_table
 
 # the two controls of the recurrent table: what the words beyond the last four buy the LSTM, and the
 # LSTM against the NPLM at equal dropout and about equal size

@@ -90,3 +90,15 @@ def show_lines(*lines: str) -> None:
     from IPython.display import HTML, display
 
     display(HTML(lines_html(*lines)))
+
+
+def pm(stat: dict | None, digits: int = 1) -> str:
+    """'251.3 ± 2.1' from a mean_std dict (the mean alone for one seed; '' for none).
+
+    >>> pm({"mean": 251.34, "std": 2.06, "n": 3}), pm({"mean": 251.34, "std": None, "n": 1})
+    ('251.3 ± 2.1', '251.3')
+    """
+    if not stat or stat.get("mean") is None:
+        return ""
+    mean = f"{stat['mean']:,.{digits}f}"
+    return mean if stat.get("std") is None else f"{mean} ± {stat['std']:,.{digits}f}"
