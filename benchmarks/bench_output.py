@@ -16,7 +16,9 @@ batches of 1,024 test windows (the exact test perplexity's inner loop).
 ``--reference`` times instead what the batched class-factored and tree layers buy over their readable
 references (:mod:`nplm_edu.models.reference_layers`, one example at a time): the loss and gradients
 of the output layer alone on batches of K = 128 at h = 100, classes by frequency binning and the
-Huffman tree on the training counts, side by side in alternating rounds, and prints reference / fast.
+Huffman tree on the training counts, side by side in alternating rounds (CPU time: the fairer
+measure when other processes share the cores), and prints reference / fast (``--json``: also writes
+them, e.g. to ``data/results/bench_output_reference.json``).
 
 ``--adaptive`` times instead the adaptive softmax's training step (Grave et al. 2017; the cutoffs of
 ``reproduce output-layers``: a head of the 2,000 most frequent words, tails from frequency ranks 2,000
@@ -96,8 +98,8 @@ def median_rounds(steps: dict, data, rounds: int, per_round: int) -> tuple[dict,
     return med(wall), med(cpu)
 
 
-def reference_ratios(corpus, rounds: int) -> None:
-    """Seconds per batch of the readable references and the batched layers, and their ratio."""
+def reference_ratios(corpus, rounds: int) -> list[dict]:
+    """Seconds per batch of the readable references and the batched layers, and their ratio (CPU time)."""
     from nplm_edu.models.class_softmax import ClassSoftmax, default_n_classes, frequency_classes
     from nplm_edu.models.reference_layers import class_softmax_reference, tree_softmax_reference
     from nplm_edu.models.sparse_output import train_counts
@@ -122,10 +124,36 @@ def reference_ratios(corpus, rounds: int) -> None:
              "tree (reference)": lambda a, t: tree_softmax_reference(tree.tree, Pt["U_node"], Pt["b_node"], a, t),
              "tree (batched)": fast(tree, Pt)}
     wall, cpu = median_rounds(steps, data, rounds, 4)
+    rows = []
     for name in ("class", "tree"):
         ref, fst = cpu[f"{name} (reference)"], cpu[f"{name} (batched)"]
         print(f"{name:6} output layer, loss and gradients of a batch of {K}: reference {1e3 * ref:7.2f} ms, "
               f"batched {1e3 * fst:6.2f} ms (CPU): {ref / fst:5.1f}x")
+        rows.append({"layer": name, "reference_cpu_ms": round(1e3 * ref, 3), "batched_cpu_ms": round(1e3 * fst, 3),
+                     "speedup_cpu": round(ref / fst, 2)})
+    return rows
+
+
+def finish(doc: dict, json_path, started: float, load_before: list, others: OthersMeter) -> None:
+    """The load during the measurements added to ``doc``, printed, and ``doc`` written to ``json_path`` if given."""
+    doc.update(load_average_before=load_before, load_average_after=list(os.getloadavg()),
+               others_cpu_share=round(others.share(), 3))
+    print(f"load average before {load_before[0]:.2f}, after {doc['load_average_after'][0]:.2f}; {others.line()}")
+    if json_path:
+        from nplm_edu.experiments.common import command_line, write_results
+
+        write_results(json_path, doc, started, command_line())
+        print(f"wrote {json_path}")
+
+
+def run_reference(args) -> None:
+    """``--reference``: the readable class and tree layers against the batched ones, printed (and written to --json)."""
+    started, load_before, others = time.monotonic(), list(os.getloadavg()), OthersMeter()
+    corpus, brown = corpus_or_zipf()
+    rows = reference_ratios(corpus, args.rounds)
+    doc = {"benchmark": "output layers, readable reference against batched", "V": corpus.V, "K": K,
+           "h": NETWORK["h"], "batches": "brown" if brown else "zipf", "rounds": args.rounds, "rows": rows}
+    finish(doc, args.json, started, load_before, others)
 
 
 LR, WD = 0.01, 1e-4  # the step's learning rate and weight decay (ours and PyTorch's)
@@ -192,15 +220,8 @@ def run_adaptive(args) -> None:
           f"load average {load_before[0]:.2f}", flush=True)
     rows = adaptive_vs_torch(corpus, args.seconds, torch_version)
     doc = {"benchmark": "adaptive softmax against PyTorch", "V": corpus.V, "K": K, "network": dict(NETWORK),
-           "batches": "brown" if brown else "zipf", "threads": THREADS, "torch": torch_version, "rows": rows,
-           "load_average_before": load_before, "load_average_after": list(os.getloadavg()),
-           "others_cpu_share": round(others.share(), 3)}
-    print(f"load average before {load_before[0]:.2f}, after {doc['load_average_after'][0]:.2f}; {others.line()}")
-    if args.json:
-        from nplm_edu.experiments.common import command_line, write_results
-
-        write_results(args.json, doc, started, command_line())
-        print(f"wrote {args.json}")
+           "batches": "brown" if brown else "zipf", "threads": THREADS, "torch": torch_version, "rows": rows}
+    finish(doc, args.json, started, load_before, others)
 
 
 def main() -> None:
@@ -218,7 +239,7 @@ def main() -> None:
     ap.add_argument("--no-torch", action="store_true", help="with --adaptive: skip PyTorch even if installed")
     args = ap.parse_args()
     if args.reference:
-        reference_ratios(corpus_or_zipf()[0], args.rounds)
+        run_reference(args)
         return
     if args.adaptive:
         run_adaptive(args)

@@ -1,6 +1,6 @@
 """Learning LightRNN's table (models.lightrnn_table): the costs of a slot are the loss the word would
-have there; the greedy assignment on candidates against the exact minimum-cost assignment (a Hungarian
-solver written here, scipy not being a dependency) on a small vocabulary; a reassignment on a trained
+have there; the greedy assignment on candidates against the exact minimum-cost assignment (the
+package's Hungarian solver, itself checked against every permutation) on a small vocabulary; a reassignment on a trained
 network lowers the cost and the training loss; what the table puts together."""
 
 import numpy as np
@@ -8,42 +8,12 @@ import pytest
 
 from nplm_edu.data.corpus import load_corpus
 from nplm_edu.errors import UserError
-from nplm_edu.models.lightrnn_table import assign_greedy, reassign, slot_costs, table_rows
+from nplm_edu.models.lightrnn_table import assign_exact, assign_greedy, hungarian, reassign, slot_costs, table_rows
 from nplm_edu.models.lightrnn import LightOutput
 from nplm_edu.models.nplm import NPLM, NPLMConfig
 from nplm_edu.training.trainer import TrainConfig, train
 
 from test_lightrnn import light_nplm
-
-
-def hungarian(cost: np.ndarray) -> np.ndarray:
-    """The exact minimum-cost assignment of the n rows of ``cost`` (n, s), n <= s, to distinct columns
-    (Kuhn-Munkres with potentials, O(n^2 s)): the column of each row."""
-    n, s = cost.shape
-    u, v = np.zeros(n + 1), np.zeros(s + 1)
-    match = np.zeros(s + 1, np.int64)  # match[j]: the row (1-based) holding column j; 0: free
-    for i in range(1, n + 1):
-        match[0], j0 = i, 0
-        minv, used, way = np.full(s + 1, np.inf), np.zeros(s + 1, bool), np.zeros(s + 1, np.int64)
-        while match[j0]:
-            used[j0] = True
-            i0 = match[j0]
-            cur = cost[i0 - 1] - u[i0] - v[1:]  # (s,) reduced costs from row i0
-            better = ~used[1:] & (cur < minv[1:])
-            minv[1:][better], way[1:][better] = cur[better], j0
-            free = np.flatnonzero(~used[1:]) + 1
-            j1 = free[np.argmin(minv[free])]
-            delta = minv[j1]
-            u[match[used]] += delta
-            v[used] -= delta
-            minv[~used] -= delta
-            j0 = j1
-        while j0:
-            j1 = way[j0]
-            match[j0], j0 = match[j1], j1
-    out = np.empty(n, np.int64)
-    out[match[1:][match[1:] > 0] - 1] = np.flatnonzero(match[1:])
-    return out
 
 
 def test_the_hungarian_solver_is_exact_on_small_problems():
@@ -80,7 +50,8 @@ def test_greedy_against_the_exact_assignment(trained):
     slot = model.params["slot"].astype(np.int64)
     S = costs.Lr.shape[1] * costs.C_t
     full = costs(np.arange(corpus.V)[:, None], np.arange(S)[None, :])  # (|V|, R C_t)
-    exact, now = costs.total(hungarian(full)), costs.total(slot)
+    assert np.array_equal(assign_exact(costs), hungarian(full))
+    exact, now = costs.total(assign_exact(costs)), costs.total(slot)
     for k in (3, 5):
         greedy = costs.total(assign_greedy(costs, slot, k))
         assert exact <= greedy + 1e-9 and greedy < now
@@ -105,3 +76,11 @@ def test_reassign_lowers_the_loss_and_lists_rows():
     assert corpus.vocab.words[0] in rows[0]
     with pytest.raises(UserError, match="LightRNN's output layer"):
         slot_costs(NPLM(NPLMConfig(V=4, n=2, m=2, h=2)), c[:1], t[:1])
+
+
+def test_the_exact_assignment_refuses_a_large_vocabulary():
+    from nplm_edu.models.lightrnn_table import SlotCosts
+
+    costs = SlotCosts(np.zeros((3_000, 60)), np.zeros((3_000, 1), np.int64), np.zeros((3_000, 1, 60)))
+    with pytest.raises(UserError, match="small vocabularies"):
+        assign_exact(costs)
