@@ -406,11 +406,7 @@ OUTPUT_FIGURES = [
     ("10_output_layers", rf"one dot product instead of {N},", rf"corpus brown: {BROWN_V}", None),
     # chapter 10: why the cheap layers are not cheaper (the count of multiply-adds; classes in a batch)
     # 16.5 sits halfway (here and in the tree's row above): output_layers.json has 16.47
-    # chapter 10: self-normalization; the synthetic demonstration (log Z near 47, six times) is a cell nbval does not
-    # compare, as importance sampling's runaway scores vary in their digits: these rows read the run shown
-    ("10_output_layers", rf"\(\$\\log Z\$ near {N}\)", r"importance sampling -?[\d.]+ [\d.]+ ([\d.]+) [\d.]+", ".0f"),
-    ("10_output_layers", rf"its exact perplexity is {W} times the full softmax's",
-     r"full softmax [\d.]+ ([\d.]+) importance sampling -?[\d.]+ ([\d.]+)", lambda full, sampled: in_words(round(sampled / full))),
+    # chapter 10: self-normalization (the synthetic demonstration's figures are glued)
     ("10_output_layers", rf"optimistic, \$e\^\{{{N}\}}\$ on average", r"(?<!\S)nce ([-\d.]+) [\d.]+ [\d.]+ [\d.]+ [\d.]+ [\d,]+", None),
     # chapter 10: the classes and trees built on Brown
     # chapter 10: the output-block algorithm with a cheap output layer
@@ -432,10 +428,6 @@ OUTPUT_FIGURES = [
      r"(?<!\S)kitchen (\S+) \S+ garden (\S+) \S+ walking", lambda a, b: nth(first_split(a, b))),
     ("10_output_layers", rf"about as frequent as each other, share {W}\.", r"(?<!\S)cat \S+ \S+ dog (\S+) \S+ horse (\S+)",
      lambda a, b: in_words(first_split(a, b))),
-    # ex-output-2 (its statement reads the demonstration above, the run shown)
-    ("10_output_layers", rf"\$\\log Z\$ grew to about {N}\.", r"importance sampling -?[\d.]+ [\d.]+ ([\d.]+) [\d.]+", ".0f"),
-    ("10_output_layers", rf"its exact validation perplexity is {N}, against", r"after 3 epochs: ([\d.]+) \(full softmax", None),
-    ("10_output_layers", rf"perplexity is [\d.]+, against {N} for the full", r"\(full softmax ([\d.]+)\)", None),
     # chapter 11: |V|; the gradient checks (the largest error, as a power of ten; a cell nbval does not compare)
     ("11_recurrent", rf"vocabulary as Table 1 \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
     ("11_recurrent", rf"Relative errors of order \$10\^\{{(-\d+)\}}\$ and below",
