@@ -97,3 +97,21 @@ def test_the_book_models_on_the_synthetic_grammar(tmp_path):
     assert load_network([tmp_path / "absent.npz"], corpus) is None  # nothing there: the chapters say so
     with pytest.raises(UserError, match="was trained on other data than synthetic as split here"):
         load_network([tmp_path / "checkpoint.npz", tmp_path / "absent.npz"], other)  # not None, silently
+
+
+def test_sampled_ids_are_pinned():
+    """The ids drawn with a fixed seed, recorded once: a change to the sampler's arithmetic that moved
+    any draw (the stored samples of the results files and the chapters) fails here."""
+    from nplm_edu.models.rnn import RecurrentConfig
+    from nplm_edu.numerics.recurrent import recurrent_model
+
+    table = np.random.default_rng(7).dirichlet(np.full(40, 0.3), size=40)
+    first = {T: sample(Fixed(table), [5], np.random.default_rng(11), length=12, temperature=T, ban=[3], samples=3)[0]
+             for T in (1.0, 0.7, 1.6)}
+    assert first == {1.0: [4, 1, 10, 21, 24, 30, 27, 7, 12, 33, 24, 32],
+                     0.7: [2, 1, 12, 33, 35, 25, 35, 8, 12, 33, 28, 37],
+                     1.6: [5, 2, 2, 26, 25, 30, 29, 1, 23, 31, 16, 33]}
+    lstm = recurrent_model(RecurrentConfig(V=40, cell="lstm", m=6, h=8, seed=4))
+    assert sample(lstm, [1, 2, 5], np.random.default_rng(12), length=12, temperature=0.8, samples=3) == [
+        [10, 7, 26, 34, 4, 18, 10, 37, 2, 34, 31, 8], [37, 13, 4, 0, 10, 18, 7, 36, 37, 16, 26, 5],
+        [7, 9, 35, 21, 16, 37, 26, 35, 25, 8, 31, 30]]

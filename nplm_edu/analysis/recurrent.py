@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..models.output import softmax
 from ..training.guards import perplexity_of
 from .mixture import em_weight, mixed_log_prob
 
@@ -57,10 +58,11 @@ def gradient_through_time(model, ids: np.ndarray, K: int = 50, positions: int = 
     For the Elman network dL/dh_{t-1} = (dL/dh_t * (1 - h_t^2)) Wh: a product of k Jacobians, which
     shrinks geometrically when their norms are below 1 (the vanishing gradient of Bengio, Simard &
     Frasconi 1994); the LSTM's cell passes dL/ds_{t-1} = f_t dL/ds_t back without that product."""
+    from ..models.input import WithInput
     from ..models.lstm import LSTM
     from ..models.rnn import ElmanRNN
 
-    if hasattr(model, "fill"):  # words read through an input layer (models.input.WithInput): the network
+    if isinstance(model, WithInput):  # words read through an input layer: the network
         model.fill(ids)  # reads their rows of C, computed by the layer first
         model = model.model
     W = warmup + K + 1  # words read before each prediction
@@ -72,8 +74,7 @@ def gradient_through_time(model, ids: np.ndarray, K: int = 50, positions: int = 
     P, h = model.params, model.config.h
     hT = cache["hs"][-1].astype(np.float64)  # (B, h)
     y = hT @ P["U"].T.astype(np.float64) + P["b"]  # (B, |V|)
-    p = np.exp(y - y.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
+    p = softmax(y)  # (B, |V|)
     p[np.arange(len(target)), target] -= 1  # dL_t/dy for one token (not a mean)
     gh = p @ P["U"].astype(np.float64)  # dL_t/dh_t  (B, h)
     gs = np.zeros_like(gh)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
+from ..models.output import softmax
 from ..models.rnn import ALL_CELLS
 
 
@@ -32,10 +33,7 @@ def reshape(p: np.ndarray, temperature: float, ban=()) -> np.ndarray:
         q[np.arange(len(p)), p.argmax(axis=1)] = 1.0
         return q
     with np.errstate(divide="ignore"):
-        logp = np.log(p) / temperature  # (K, |V|)
-    logp -= logp.max(axis=1, keepdims=True)
-    q = np.exp(logp)
-    return q / q.sum(axis=1, keepdims=True)
+        return softmax(np.log(p) / temperature)  # (K, |V|) p^(1/T), renormalised
 
 
 def sample(model, context, rng: np.random.Generator, length: int = 30, temperature: float = 1.0,

@@ -55,6 +55,13 @@ class OutputLayer:
         return self.log_probs(params, inputs)[np.arange(len(targets)), targets]
 
 
+def softmax(y: np.ndarray) -> np.ndarray:
+    """softmax of each row, the max subtracted first so exp never overflows (section 2)."""
+    p = np.exp(y - y.max(axis=1, keepdims=True))  # (K, |V|), largest entry 1
+    p /= p.sum(axis=1, keepdims=True)
+    return p
+
+
 def log_softmax(y: np.ndarray) -> np.ndarray:
     """log softmax of each row, the max subtracted first so exp never overflows (section 2)."""
     y = y - y.max(axis=1, keepdims=True)  # (K, |V|), largest entry 0
