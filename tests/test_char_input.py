@@ -147,7 +147,7 @@ def test_the_lstm_with_char_input_against_central_differences():
     fast = WithInput(recurrent_model(net.config), CharInput(WORDS, SMALL), seed=2)  # the fast LSTM under it
     for k, p in model.params.items():
         fast.params[k][...] = p  # the same values (the network's arrays are the wrapper's)
-    assert not hasattr(fast, "loss_and_sparse_grads") and not hasattr(fast, "sgd_update")
+    assert not fast.sparse_grads and not fast.fused_sgd  # the network's shortcuts past C: declared off
     loss, g_fast, _ = fast.loss_and_grads(X, Y, state)
     loss_ref, g_ref, _ = model.loss_and_grads(X, Y, state)
     assert np.isclose(loss, loss_ref) and all(np.allclose(g_fast[k], g_ref[k], atol=1e-12) for k in g_ref)

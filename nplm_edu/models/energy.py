@@ -67,6 +67,7 @@ class EnergyNPLM(LanguageModel):
     first m columns read C(w_t), d (h,), v (h,), b (|V|,). ``chunk``: examples per (chunk, |V|, h) array."""
 
     kind = "energy"
+    fused_sgd = True  # sgd_update
     tied = False
     decayed = ("C", "H", "v")  # weight decay applies to these, never to the biases b, d
 

@@ -81,7 +81,9 @@ class WithInput:
     inputs), as the network's own methods do; other attributes are the network's."""
 
     chunk = 1024  # words whose vectors are computed at once when no gradient is needed
-    hidden = ("loss_and_sparse_grads", "sgd_update")  # the network's own shortcuts past C: never offered
+    # the network's own shortcuts (a fused SGD step, dL/dC as rows) update C itself, not the input
+    # layer: declared off, so a trainer takes loss_and_grads, which sends dL/dC through the layer
+    fused_sgd = sparse_grads = False
 
     def __init__(self, model, layer: InputLayer, seed: int = 0):
         if layer.m != model.config.m:
@@ -98,7 +100,7 @@ class WithInput:
         self.decayed = tuple(layer.decayed) + tuple(k for k in model.decayed if k != "C")
 
     def __getattr__(self, name):
-        if name in ("model", "params") or name in self.hidden:  # not set yet: no recursion; shortcuts past C
+        if name in ("model", "params"):  # not set yet: no recursion
             raise AttributeError(name)
         return getattr(self.model, name)
 

@@ -15,10 +15,15 @@ from ..progress import progress_bar
 
 class LanguageModel:
     """Base class: subclasses set ``order`` and ``V`` and implement :meth:`probs` (and may
-    override :meth:`log_prob` with something faster than gathering from full rows)."""
+    override :meth:`log_prob` with something faster than gathering from full rows).
+
+    ``fused_sgd``: a network that says True has ``sgd_update(contexts, targets, lr, weight_decay)``,
+    the paper's SGD step taken as the gradients are found (none stored), which the trainer then uses
+    for plain SGD; every other network is trained from ``loss_and_grads``."""
 
     order: int
     V: int
+    fused_sgd = False
 
     def probs(self, contexts: np.ndarray) -> np.ndarray:
         """Next-word distributions for a batch of contexts (K, n-1): a (K, |V|) array, rows sum to 1."""

@@ -85,6 +85,8 @@ class NPLM(LanguageModel):
     ``params`` holds C, H, d and the output layer's parameters (U, W, b for the full softmax),
     keyed by the paper's names. ``output``: another output layer with the same interface."""
 
+    kind = "nplm"
+
     def __init__(self, config: NPLMConfig, output: OutputLayer | None = None):
         config.validate()
         self.config = config

@@ -98,9 +98,11 @@ class RecurrentLM:
 
     A subclass sets ``kind``, ``G`` (rows of Wx per hidden unit: 1 for the Elman cell, 4 for the
     LSTM's gates), ``n_state`` (arrays in the state) and implements :meth:`forward` and
-    :meth:`backward`."""
+    :meth:`backward`. ``sparse_grads``: a network that says True has ``loss_and_sparse_grads``, which
+    returns dL/dC as the batch's rows only (the trainer then steps only those rows)."""
 
     kind = "recurrent"
+    sparse_grads = False
     G = 1
     n_state = 1
 

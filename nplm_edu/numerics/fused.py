@@ -78,6 +78,8 @@ class FusedNPLM(NPLM):
     ``params`` entries may be modified in place or replaced by new arrays (the next call re-fuses
     U and W; the dict then holds views again)."""
 
+    fused_sgd = True  # sgd_update: the paper's step without storing the gradient
+
     # K |V| (h + (n-1)m) (or K |V| h) from which the output layer is split among threads: below it
     # (about a millisecond of products) meeting at the barriers costs more than the second core saves
     MIN_BLOCK_WORK = 1 << 24

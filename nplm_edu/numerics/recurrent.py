@@ -52,6 +52,7 @@ class _Fast(FastOutput):
     """The fast forward/backward shared by :class:`FastRNN`, :class:`FastLSTM` and :class:`FastGRU` (a mixin; the output
     layer's fast path is :class:`~nplm_edu.numerics.full_output.FastOutput`'s)."""
 
+    sparse_grads = True  # loss_and_sparse_grads: dL/dC of the batch's rows only
     MIN_STEP_WORK = 1 << 22  # multiply-adds of a step's recurrent product from which its columns are split among threads
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:

@@ -37,6 +37,8 @@ class SparseNPLM(NPLM):
     :meth:`sgd_update` is the paper's SGD step (used by the trainer), touching only the rows of C and
     of the output weights that the batch uses. No direct connections (the layers read a only)."""
 
+    fused_sgd = True
+
     def __init__(self, config: NPLMConfig, output: SparseOutputLayer):
         if not isinstance(output, SparseOutputLayer):
             raise UserError("SparseNPLM needs a class-factored, tree or sampled output layer")

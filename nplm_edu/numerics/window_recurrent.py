@@ -79,7 +79,7 @@ class WindowRecurrent(LanguageModel):
     def loss_and_grads(self, contexts, targets, mask_x=None, mask_a=None):
         """Mean NLL of the targets (K,) given their contexts (K, n-1), and its gradient (dense)."""
         X, mx = self._inputs(contexts, mask_x)
-        if hasattr(self.cell, "last_step_sparse_grads"):  # the fast cell
+        if self.cell.sparse_grads:  # the fast cell
             loss, grads, words = self.cell.last_step_sparse_grads(X, targets, mx, mask_a)
             gC = np.zeros_like(self.params["C"])
             gC[words] = grads["C"]

@@ -89,8 +89,8 @@ class SerialBackend(Backend):
     """One process: the model's own forward/backward and the optimizer of ``config`` (a
     :class:`~nplm_edu.training.trainer.TrainConfig`).
 
-    The paper's SGD without dropout uses the model's fused ``sgd_update`` when it has one (the
-    gradient of [U W] is never stored); otherwise ``loss_and_grads`` and
+    The paper's SGD without dropout uses the model's fused ``sgd_update`` when the model declares
+    one (``fused_sgd``: the gradient of [U W] is never stored); otherwise ``loss_and_grads`` and
     :func:`~nplm_edu.training.optim.sgd_step` or Adam. ``clip``: the gradient's norm clipped at this
     value before each step (:mod:`nplm_edu.training.clip`; None: never), as the recurrent models are."""
 
@@ -108,7 +108,7 @@ class SerialBackend(Backend):
         cfg = model.config
         self._widths = ((cfg.n - 1) * cfg.m, cfg.h)
         self._fused_sgd = (config.optimizer == "sgd" and not config.dropout_x and not config.dropout_a
-                           and hasattr(model, "sgd_update") and not model.tied and not frozen and clip is None)
+                           and model.fused_sgd and not model.tied and not frozen and clip is None)
 
     def update(self, contexts, targets, lr: float) -> float:
         """One minibatch update; returns its mean NLL before the update."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.corpus import Corpus
 from ..errors import UserError
 
 
@@ -20,7 +21,7 @@ def epoch_order(n_examples: int, rng: np.random.Generator) -> np.ndarray:
 
 def _windows(data, n: int):
     """(train_ctx, train_tgt), (valid_ctx, valid_tgt) or None from a Corpus or a pair of pairs."""
-    if hasattr(data, "windows"):
+    if isinstance(data, Corpus):
         return data.windows("train", n), data.windows("valid", n)
     train, valid = data if len(data) == 2 and isinstance(data[0], (tuple, list)) else (data, None)
     return tuple(train), (tuple(valid) if valid is not None else None)

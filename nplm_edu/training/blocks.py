@@ -29,6 +29,7 @@ import time
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..data.corpus import Corpus
 from ..errors import UserError
 from ..numerics.threads import set_threads
 from .backends import Backend
@@ -93,7 +94,7 @@ class BlockBackend(Backend):
         """The epoch plan from a Corpus, or from (train ids, valid ids or None)."""
         config.validate()
         T = self.model.config.n_ctx
-        if hasattr(data, "ids"):
+        if isinstance(data, Corpus):
             train, valid = data.train, (data.windows("valid", T + 1) if len(data.valid) else None)
         else:
             train, v = data

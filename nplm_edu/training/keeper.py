@@ -147,7 +147,7 @@ def resume_state(path, model, config: TrainConfig, fingerprints, backend, n_batc
     path = Path(path)
     meta, params, best, extra = load_checkpoint(path)
     check_types(TrainConfig, meta["train"], "training", path)
-    kind = getattr(model, "kind", "nplm")
+    kind = model.kind
     if meta["kind"] != kind or meta["model"] != asdict(model.config):
         raise UserError(f"{path} holds {a_model(meta['kind'])} model {meta['model']}, not this {kind} model "
                         f"{asdict(model.config)}")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.corpus import Corpus
 from ..data.vocab import PARAGRAPH
 from ..errors import UserError, a_model
 from ..models.rnn import ALL_CELLS, RecurrentConfig
@@ -137,7 +138,7 @@ class StreamBackend(Backend):
     def batches(self, data, config):
         """The epoch plan from a Corpus, or from (train ids, valid ids or None)."""
         config.validate()
-        if hasattr(data, "ids"):
+        if isinstance(data, Corpus):
             train, valid = data.train, split_stream(data, "valid") if len(data.valid) else None
             reset_id = paragraph_id(data.vocab) if self.stream.reset_at_paragraph else None
         else:
@@ -158,7 +159,7 @@ class StreamBackend(Backend):
         mx = dropout_mask(self.drop_rng, (T, B, m.config.m), c.dropout_x, dt)
         ma = dropout_mask(self.drop_rng, (T, B, m.config.h), c.dropout_a, dt)
         rows = {}
-        if hasattr(m, "loss_and_sparse_grads"):  # the fast path: only the batch's rows of dL/dC
+        if m.sparse_grads:  # the fast path: only the batch's rows of dL/dC
             loss, grads, self.state, rows["C"] = m.loss_and_sparse_grads(X, Y, self.state, mx, ma, resets)
         else:
             loss, grads, self.state = m.loss_and_grads(X, Y, self.state, mx, ma, resets)

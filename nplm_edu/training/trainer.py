@@ -25,6 +25,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from ..data.corpus import Corpus
 from ..errors import UserError
 from ..progress import progress_bar
 from .backends import Backend, SerialBackend
@@ -99,7 +100,7 @@ class _Run:
             raise UserError("frozen parameters are for serial training only")
         first = min(config.batch, plan.per_epoch)  # the largest batch an update meets, checked before the first
         check_memory(backend.batch_bytes(first), f"one update on a batch of {first:,} examples")  # not once out
-        words = getattr(getattr(data, "vocab", None), "words", None)  # a corpus's, not bare windows'
+        words = data.vocab.words if isinstance(data, Corpus) else None  # a corpus's, not bare windows'
         fingerprints = data_fingerprints(model.V, *plan.fingerprint, words=words)  # (recorded, or by ids alone)
         self.fingerprint = fingerprints[0]
         if resume and out_dir is None:
@@ -199,7 +200,7 @@ class _Run:
             self.state.epoch_cpu_seconds = time.process_time() - self.c_epoch
         params = self.backend.params()  # every rank calls it
         self.backend.save_rng(self.state)
-        meta = {"kind": getattr(self.model, "kind", "nplm"), "model": asdict(self.model.config),
+        meta = {"kind": self.model.kind, "model": asdict(self.model.config),
                 "train": asdict(self.config), "data": self.fingerprint, "state": asdict(self.state)}
         self.keeper.save(params, meta, self.best, self.backend.extra_arrays())
         self.last_save = time.monotonic()
