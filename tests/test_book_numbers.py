@@ -282,16 +282,16 @@ OUTPUT_FIGURES = [
      r"[\d.]+ q = 7 [\d,]+ ([\d.]+) [\d.]+ [\d.]+ [\d.]+ q = 8 [\d,]+ ([\d.]+)", lambda *w: f"{min(w):.2f}"),
     ("03_ngrams", rf"keeps a weight of [\d.]+ to {N} in the bins", r"q = 5 [\d,]+ ([\d.]+) [\d.]+ [\d.]+ [\d.]+ q = 6 [\d,]+ ([\d.]+) [\d.]+ [\d.]+ "
      r"[\d.]+ q = 7 [\d,]+ ([\d.]+) [\d.]+ [\d.]+ [\d.]+ q = 8 [\d,]+ ([\d.]+)", lambda *w: f"{max(w):.2f}"),
-    ("03_ngrams", rf"fewer than \$T/\|V\| \\approx {N}\$ times", rf"Brown: \|V\| = ([\d,]+); ([\d,]+) training", lambda V, T: f"{T / V:.0f}"),
+    ("03_ngrams", rf"fewer than \$T/\|V\| \\approx {N}\$ times", r"Brown: \|V\| = ([\d,]+); ([\d,]+) training", lambda V, T: f"{T / V:.0f}"),
     # Kneser-Ney from order 3 to order 5, on the test set
-    ("03_ngrams", rf"helps Kneser-Ney by (less than one) percent", r"(?<!\S)3 [\d.]+ ([\d.]+) [\d.]+, [\d.]+, [\d.]+ 4 .*? 5 [\d.]+ ([\d.]+) [\d.]+,",
+    ("03_ngrams", r"helps Kneser-Ney by (less than one) percent", r"(?<!\S)3 [\d.]+ ([\d.]+) [\d.]+, [\d.]+, [\d.]+ 4 .*? 5 [\d.]+ ([\d.]+) [\d.]+,",
      lambda kn3, kn5: "less than one" if 1 - kn5 / kn3 < 0.01 else f"{1 - kn5 / kn3:.1%}"),
     ("03_ngrams", rf"With 500 classes instead of {N} words", rf"Brown: {BROWN_V};", None),
     ("03_ngrams", rf"\$\|V\|\$ = {N} against 16,383", rf"Brown: {BROWN_V};", None),
     # chapter 3: the samples
     ("03_ngrams", rf"\(only {N} of the trigram's", r"τ = 1\.0 trigram (\d+%) \d+%", None),
     ("03_ngrams", rf"trigram's and {N} of the 5-gram's occur", r"τ = 1\.0 Kneser-Ney 5-gram (\d+%) \d+%", None),
-    ("03_ngrams", rf"\((\w+ \w+) of the 5-gram's four-word stretches", r"τ = 0\.7 Kneser-Ney 5-gram (\d+%) \d+%",
+    ("03_ngrams", r"\((\w+ \w+) of the 5-gram's four-word stretches", r"τ = 0\.7 Kneser-Ney 5-gram (\d+%) \d+%",
      lambda x: {2: "two thirds"}.get(round(3 * x), f"{x:.0%}")),
     ("03_ngrams", rf"grows from {N} of the training tokens", r"\(<unk> is (\d+%) of the training tokens\)", None),
     ("03_ngrams", rf"training tokens to {N} of the 5-gram's text",
@@ -300,7 +300,7 @@ OUTPUT_FIGURES = [
     ("03_ngrams", rf"grows with the corpus \({N} words here\)", rf"100 million tokens: {BROWN_V}", lambda x: f"{round(x, -3):,.0f}"),
     ("03_ngrams", rf"At \$\|V\| = {TEX}\$ the first", rf"100 million tokens: {BROWN_V}", lambda x: f"{round(x, -3):,.0f}"),
     # what the two output layers save at that |V|: |V| / 2 sqrt(|V|) in words (to the hundred), |V| / log2 |V| to the hundred
-    ("03_ngrams", rf"the first cuts the output layer's multiply-adds about (a \w+fold)", rf"100 million tokens: {BROWN_V}",
+    ("03_ngrams", r"the first cuts the output layer's multiply-adds about (a \w+fold)", rf"100 million tokens: {BROWN_V}",
      lambda V: {100: "a hundredfold"}.get(round(V / (2 * math.sqrt(V)), -2), f"{V / (2 * math.sqrt(V)):.0f}-fold")),
     ("03_ngrams", rf"the second about {N}-fold", rf"100 million tokens: {BROWN_V}", lambda V: f"{round(V / math.log2(V), -2):,.0f}"),
     # ex-ngrams-2: add-one's probabilities (c(h .) + |V| for a context seen 10 times) and perplexity
@@ -330,7 +330,7 @@ OUTPUT_FIGURES = [
      r"MLP1 on Brown: forward ([\d,]+) \+ ([\d,]+) multiply-adds", lambda hidden, output: f"{3 * (hidden + output) / 1e7:.1f}"),
     ("04_architecture", rf"forward passes alone cost \${N} \\times 10\^\{{14\}}\$", r"one epoch: forward ([\d.]+e\+14)", lambda x: f"{x / 1e14:.1f}"),
     # chapter 5: the gradient checks, as powers of ten (the exponent nearest the geometric mean of the errors)
-    ("05_backprop", rf"All relative errors are around \$10\^\{{(-\d+)\}}\$",
+    ("05_backprop", r"All relative errors are around \$10\^\{(-\d+)\}\$",
      r"h=6, direct=True (\S+) (\S+) (\S+) (\S+) (\S+) (\S+) h=6, direct=False (\S+) (\S+) (\S+) (\S+) - (\S+) h=0, direct=True (\S+) - - - (\S+) (\S+)",
      power_of_ten),
     # the timings of the reference and the fast path: a cell nbval does not compare (timings vary), so these
@@ -341,10 +341,10 @@ OUTPUT_FIGURES = [
      r"K = 1 ([\d.]+) ([\d.]+) [\d.]+ [\d.]+x", lambda reference, middle: "slower" if middle > reference else "faster"),
     # ex-backprop-2, ex-backprop-3, ex-backprop-4: relative errors of the checks (ex-backprop-2's table is a cell
     # nbval does not compare: its rounding errors vary from machine to machine)
-    ("05_backprop", rf"the table's largest error is about \$10\^\{{(-\d+)\}}\$", r"(?<!\S)1e-05 (\d+e-\d+) 1e-06", power_of_ten),
-    ("05_backprop", rf"of only about \$10\^\{{(-\d+)\}}\$", r"initial dropped (\S+) (\S+) (\S+)", power_of_ten),
+    ("05_backprop", r"the table's largest error is about \$10\^\{(-\d+)\}\$", r"(?<!\S)1e-05 (\d+e-\d+) 1e-06", power_of_ten),
+    ("05_backprop", r"of only about \$10\^\{(-\d+)\}\$", r"initial dropped (\S+) (\S+) (\S+)", power_of_ten),
     ("05_backprop", rf"the same bug gives a relative error of about {N}\.", r"random dropped (\S+) (\S+) (\S+)", alike(".1f")),
-    ("05_backprop", rf"each agrees to about \$10\^\{{(-\d+)\}}\$",
+    ("05_backprop", r"each agrees to about \$10\^\{(-\d+)\}\$",
      r"C (\S+) H1 (\S+) d1 (\S+) H2 (\S+) d2 (\S+) U (\S+) W (\S+) b (\S+)", power_of_ten),
     # chapter 6: the synthetic runs against the grammar's bound
     ("06_training", rf"How good is {N}\?", r"best valid ppl ([\d.]+)", None),
@@ -422,7 +422,7 @@ OUTPUT_FIGURES = [
     ("10_output_layers", rf"fewer parameters \([\d,]+ against {N}\)", r"own U ([\d,]+)", None),
     ("10_output_layers", rf"A grammar of {N} words says little", r"synthetic grammar, \|V\| = (\d+);", None),
     # chapter 10: the two trees on the synthetic corpus (the paths printed as L and R)
-    ("10_output_layers", rf"In the clustered tree the words of a class share the first steps of their paths: the animals all start with (\w+),",
+    ("10_output_layers", r"In the clustered tree the words of a class share the first steps of their paths: the animals all start with (\w+),",
      r"(?<!\S)cat \S+ (\S+) dog \S+ (\S+) horse \S+ (\S+) kitchen", lambda *p: os.path.commonprefix(p)),
     ("10_output_layers", rf"\*kitchen\* and \*garden\* part after the {W} step",
      r"(?<!\S)kitchen (\S+) \S+ garden (\S+) \S+ walking", lambda a, b: nth(first_split(a, b))),
@@ -430,7 +430,7 @@ OUTPUT_FIGURES = [
      lambda a, b: in_words(first_split(a, b))),
     # chapter 11: |V|; the gradient checks (the largest error, as a power of ten; a cell nbval does not compare)
     ("11_recurrent", rf"vocabulary as Table 1 \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
-    ("11_recurrent", rf"Relative errors of order \$10\^\{{(-\d+)\}}\$ and below",
+    ("11_recurrent", r"Relative errors of order \$10\^\{(-\d+)\}\$ and below",
      r"network C Wx Wh d U b rnn (\S+) (\S+) (\S+) (\S+) (\S+) (\S+) lstm (\S+) (\S+) (\S+) (\S+) (\S+) (\S+)",
      lambda *errors: power_of_ten(max(errors))),
     # chapter 11: the small networks on the synthetic grammar against its bound

@@ -178,7 +178,7 @@ class FusedNPLM(NPLM):
         if self.tied:
             raise UserError("the fused SGD update does not support tied embeddings: use loss_and_grads")
         contexts, targets = self.check_ids(contexts, targets)
-        cfg, P = self.config, self.params
+        P = self.params
         keep = 1.0 - lr * weight_decay  # weight decay: p <- (1 - lr wd) p - lr g
         T = self._blocks(len(targets))
         if T > 1:
@@ -186,7 +186,7 @@ class FusedNPLM(NPLM):
                 return self._sgd_update_blocks(contexts, targets, lr, keep, T)
         cache = self._forward(contexts)
         loss, gy, gz, go, gx = self._backward(cache, targets)
-        z, h, UW = cache["z"], cfg.h, cache["UW"]
+        z, UW = cache["z"], cache["UW"]
         gb = gy.sum(axis=0)  # (|V|,)
         # [U W] <- keep [U W] - lr gy^T [a x]   (one fused GEMM when BLAS is reachable)
         gemm_update(UW, gy, z[:, :UW.shape[1]], alpha=-lr, beta=keep)
