@@ -7,8 +7,8 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce ngrams             # every n-gram row of Table 1, on Brown (about a minute)
     python -m nplm_edu reproduce table1             # the neural rows MLP1-MLP10 on Brown (hours, resumable)
     python -m nplm_edu reproduce table1 --quick     # the same pipeline on a slice (minutes)
-    python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about an hour, resumable)
-    python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM (1-2 hours, resumable)
+    python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about 11 minutes, resumable)
+    python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM (about an hour, resumable)
     python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 6 minutes)
     python -m nplm_edu reproduce output-layers      # MLP9 with five cheaper output layers (resumable)
     python -m nplm_edu reproduce recurrent          # after 2003: recurrent models against the NPLM, by the protocol (CPU hours)
@@ -114,7 +114,7 @@ def add_cli(subparsers) -> None:
 
 
 def _add_ngrams(sub) -> None:
-    q = sub.add_parser("ngrams", help="every n-gram row of Table 1 (minutes)", description=description(ngrams.__doc__))
+    q = sub.add_parser("ngrams", help="every n-gram row of Table 1 (about a minute)", description=description(ngrams.__doc__))
     _common(q, "data/results/ngrams.json")
     add_options(q, ngrams.NgramsOptions(), help={"classes": "class counts, comma-separated (default the paper's "
                                                             "150,200,500,1000,2000; the first also for orders 4 and 5)",
@@ -138,7 +138,7 @@ def _add_table1(sub) -> None:
 
 
 def _add_minibatch(sub) -> None:
-    q = sub.add_parser("minibatch", help="K = 1 against minibatches on one network (about an hour, resumable)",
+    q = sub.add_parser("minibatch", help="K = 1 against minibatches on one network (about 11 minutes, resumable)",
                        description="Does minibatch SGD track the paper's pure SGD (K = 1)?")
     _common(q, "data/results/minibatch.json", brown_slice=minibatch.SLICE)
     add_options(q, minibatch.MinibatchOptions(), help={
@@ -151,7 +151,7 @@ def _add_minibatch(sub) -> None:
 
 
 def _add_beyond(sub) -> None:
-    q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (one to two hours, resumable)",
+    q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (about an hour, resumable)",
                        description="One row of Table 1 trained with what we know now.")
     _common(q, _outs("beyond"))
     add_options(q, beyond.NETWORK, skip=_only(beyond.NETWORK, beyond.NETWORK_OPTIONS), help=HELP)

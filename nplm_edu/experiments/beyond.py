@@ -4,7 +4,7 @@ The paper's network (section 2) on the same Brown split and vocabulary as :mod:`
 (|V| = 17,907), larger than any of Table 1's (n = 5, h = 200, m = 60, no direct connections),
 trained until early stopping with Table 1's rule (patience 3, at most 30 epochs), then mixed with the
 deleted-interpolation trigram and with our modified Kneser-Ney 5-gram, with weights fitted by EM on
-validation instead of the paper's 0.5 (section 4's mixture, :mod:`nplm_edu.analysis.mixture`; the 0.5
+validation instead of the 0.5 of Table 1 (section 2 of the paper proposes both, :mod:`nplm_edu.analysis.mixture`; the 0.5
 mix is reported too). The model reported is the one with the lowest
 validation perplexity among the network and its mixtures; its test perplexity is reported as a
 ratio to our Kneser-Ney 5-gram's (data/results/ngrams.json).
@@ -21,7 +21,7 @@ settings (the network, SGD with lr 1 x 0.8 per epoch, patience 3 and at most 30 
 weights by EM on validation, the reported model by its validation perplexity) were chosen after those
 trials, and a run scores the test set once, at the end. Commands::
 
-    python -m nplm_edu reproduce beyond                  # Brown, one to two hours on one core: beyond.json
+    python -m nplm_edu reproduce beyond                  # Brown, about an hour on one core: beyond.json
     python -m nplm_edu reproduce beyond --quick          # the same pipeline on a slice: runs/results/beyond_quick.json
     python -m nplm_edu reproduce beyond --optimizer adam --lr 2e-3 --lr-decay 0.6 --batch 256 \\
         --weight-decay 0.1 --dropout-x 0.2 --dropout-a 0.3 --runs-dir /tmp/adam --out /tmp/adam.json

@@ -10,7 +10,7 @@ grid around 1.0 (0.1, 0.3, 1, 3), with Table 1's other settings (K = 128, r = 1e
 1e-4), and records the validation perplexity after every epoch. No early stopping, no test set.
 A rate that makes training diverge is recorded as such. Result: ``data/results/lr_sweep.json``.
 
-    python -m nplm_edu reproduce lr-sweep                            # MLP9, 4 rates x 6 epochs (~15 min)
+    python -m nplm_edu reproduce lr-sweep                            # MLP9, 4 rates x 6 epochs (about 6 min)
     python -m nplm_edu reproduce lr-sweep --lrs 0.3,1 --epochs 2
     python -m nplm_edu reproduce lr-sweep --corpus synthetic --quick # the same pipeline in seconds
 """

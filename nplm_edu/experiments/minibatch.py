@@ -1,7 +1,8 @@
 """``python -m nplm_edu reproduce minibatch``: does minibatch SGD track the paper's pure SGD (K = 1)?
 
 The paper updates the parameters after every example (section 4: K = 1, eps_0 = 1e-3,
-r = 1e-8). On two cores that is about 25 minutes per Brown epoch for the smallest network, so
+r = 1e-8). For MLP9 that is about 19 minutes per Brown epoch on one core (the k1 run of
+data/results/minibatch.json, about 700 examples per second), so
 ``reproduce table1`` trains with minibatches instead (:mod:`nplm_edu.experiments.table1`). This command shows
 what that changes, on one Table 1 network and a slice of Brown, by training it three times from
 the same initial parameters:

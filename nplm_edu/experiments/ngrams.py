@@ -1,4 +1,4 @@
-"""``python -m nplm_edu reproduce ngrams``: every n-gram row of Table 1 on Brown (a few minutes).
+"""``python -m nplm_edu reproduce ngrams``: every n-gram row of Table 1 on Brown (about a minute).
 
 Fits the deleted-interpolation trigram, modified Kneser-Ney of orders 3-5 and the class-based
 models (section 4.1 of the paper) on the training split and scores every split; writes

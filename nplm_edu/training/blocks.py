@@ -16,7 +16,7 @@ word is scored with less context than another; it costs one pass over n_ctx posi
 
 :class:`BlockBackend` is a backend of :func:`nplm_edu.training.trainer.train`: the same loop,
 checkpoints (Adam's moments and the clipping statistics in the extra arrays: a resumed run
-continues bit for bit), early stopping, progress bar and guards as the NPLM. Each update: the mean
+continues bit for bit), early stopping, progress bar and stop on a non-finite loss as the NPLM. Each update: the mean
 NLL over the K T positions and its gradient, the gradient norm clipped at ``clip`` when set
 (:mod:`nplm_edu.training.clip`), then the paper's SGD rule or Adam, weight decay on the weight
 matrices and tables only (``model.decayed``). No dropout.

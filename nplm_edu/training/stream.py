@@ -12,7 +12,7 @@ every epoch, and, with ``reset_at_paragraph``, before every paragraph mark ``<p>
 :class:`StreamBackend` is a backend of :func:`nplm_edu.training.trainer.train`: the same loop, the
 same checkpoints (the carried state and the clipping statistics go into the checkpoint's extra
 arrays, so a resumed run continues bit for bit), early stopping on validation, progress bar and
-non-finite-loss guard as the NPLM. Each update: dropout masks (Zaremba et al. 2014, ``dropout_x``
+stop on a non-finite loss as the NPLM. Each update: dropout masks (Zaremba et al. 2014, ``dropout_x``
 on x_t and ``dropout_a`` on h_t), the gradient of the mean NLL over the batch's B T tokens,
 gradient-norm clipping at ``clip`` (:mod:`nplm_edu.training.clip`), then SGD with weight decay on
 C, Wx, Wh, U. The validation perplexity is scored over every validation token, as one stream read
