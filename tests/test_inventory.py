@@ -34,6 +34,13 @@ def test_provenance_at_the_top_in_a_block_or_per_row():
     assert entry_of({**CLEAN, "package_modified_since_commit": None}, "t.json").problem() == "cleanliness not recorded"
     assert entry_of({"command": "x"}, "t.json").problem() == "no commit recorded"
     assert entry_of({"commit": "abc"}, "t.json").problem() == "no command recorded"
+    # a protocol's seed rows: each row's provenance block, every commit a resumed run trained under
+    row = {"run": "full/seed0", "provenance": {"commit": "3333333", "commits": ["2222222", "3333333"],
+                                               "package_modified_since_commit": False}}
+    e = entry_of({**CLEAN, "runs": [row, {"run": "full/seed1"}]}, "output_layers.json")
+    assert e.commits == ["2222222", "3333333", "abc1234"] and e.clean is True and e.problem() is None
+    dirty = {**row, "provenance": {**row["provenance"], "package_modified_since_commit": True}}
+    assert entry_of({**CLEAN, "runs": [dirty]}, "output_layers.json").clean is False
     kept = {"command": "x", "kept": "the trials that chose the settings; rerunning them would change no choice"}
     assert entry_of(kept, "t.json").problem() is None
 

@@ -226,3 +226,24 @@ def test_energy_slice_has_its_own_vocabulary():
     same = [corpus.vocab.words[i] for i in corpus.train[:50]]  # the same text, words kept or <unk>
     got = small.vocab.decode(small.train[:50])
     assert all(g == w or g == "<unk>" for g, w in zip(got, same))
+
+
+def test_a_file_written_by_older_code_is_extended_and_each_row_keeps_its_commit(tmp_path, monkeypatch):
+    """The full softmax's rows written by the code before rows recorded their commit (the file's provenance
+    block names it), then another method's rows by this code: each row says which code trained it."""
+    from nplm_edu.experiments import common
+    monkeypatch.setattr(common, "package_modified", lambda: False)
+    monkeypatch.setattr(common, "git_commit", lambda: "9cda8eb")
+    doc = reproduce(tmp_path, "--methods", "full")
+    for r in doc["runs"]:  # the shape the older code wrote: no provenance in the rows or the grid
+        del r["provenance"], r["lr_grid_provenance"]
+    doc["grid"]["full"].pop("provenance")
+    (tmp_path / "ol.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(common, "git_commit", lambda: "new1234")
+    doc = reproduce(tmp_path, "--methods", "tree-huffman")
+    runs = {r["run"]: r for r in doc["runs"]}
+    assert sorted(runs) == [f"{m}/seed{s}" for m in ("full", "tree-huffman") for s in (0, 1, 2)]
+    assert {k: r["provenance"]["commits"] for k, r in runs.items()} == {
+        **{f"full/seed{s}": ["9cda8eb"] for s in (0, 1, 2)}, **{f"tree-huffman/seed{s}": ["new1234"] for s in (0, 1, 2)}}
+    assert doc["commit"] == "new1234" and doc["grid"]["full"]["provenance"]["1"]["commit"] == "9cda8eb"
+    assert doc["reference"]["complete"] and doc["summary"]["tree-huffman"]["time_to_quality"] is not None

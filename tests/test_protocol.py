@@ -3,14 +3,20 @@ time to quality on histories with known answers, a killed seed run resumed, rows
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
 
+import nplm_edu
 from nplm_edu.data.corpus import Corpus, load_corpus
 from nplm_edu.errors import UserError
-from nplm_edu.experiments.protocol import (Method, Protocol, choose_lr, mean_std, run_seeds, seeds_time_to_quality,
-                                           summary, time_to_quality, write_rows)
+from nplm_edu.experiments import common
+from nplm_edu.experiments.protocol import (Method, Protocol, choose_lr, done_rows, mean_std, run_seeds,
+                                           seeds_time_to_quality, summary, time_to_quality, train_run, with_summaries,
+                                           write_rows)
+from nplm_edu.experiments.run_record import sessions
+from nplm_edu.experiments.skeleton import merge_results
 from nplm_edu.models.nplm import NPLM, NPLMConfig
 from nplm_edu.training.backends import SerialBackend
 from nplm_edu.training.trainer import TrainConfig
@@ -190,7 +196,7 @@ def test_a_killed_seed_run_resumes_and_two_writers_keep_their_rows(corpus, tmp_p
     again = run_seeds(nplm_method(corpus.V, scored), corpus, protocol, choice, root, out=out, target="output-layers",
                       doc=head, seeds=(1,))
     assert scored == [] and again[0]["test_ppl"] == rows[0]["test_ppl"]
-    write_rows(out, "output-layers", head, [], protocol)
+    write_rows(out, "output-layers", head, [], protocol, time.monotonic())
     assert len(json.loads(out.read_text())["runs"]) == 3
 
 
@@ -250,3 +256,98 @@ def test_a_seed_run_diverging_at_the_chosen_rate_ends_there_and_keeps_its_row(co
     assert "try a smaller learning rate" in row["diverged"] and row["epochs"] == 1 and not row["stopped_early"]
     assert math.isfinite(row["valid_ppl"]) and row["valid_ppl"] == pytest.approx(row["history"][0]["valid_ppl"], rel=1e-6)
     assert summary([row])["diverged"] == 1
+
+
+# --------------------------------------------------------------------------- which code trained each row
+OLD = "9cda8eb"  # the commit in the provenance block of a file written before rows recorded theirs
+
+
+def at_commit(monkeypatch, commit, modified=False):
+    """Every provenance read from now on names ``commit`` (and whether the package differed from it)."""
+    monkeypatch.setattr(common, "git_commit", lambda: commit)
+    monkeypatch.setattr(common, "package_modified", lambda: modified)
+
+
+def old_row(method, seed, lr=0.3):
+    """A seed's row as the code before per-row provenance wrote it (the keys of output_layers.json's rows)."""
+    history = [{"epoch": e, "updates": 10 * e, "train_ppl": 12.0 - e, "lr": lr, "valid_ppl": 10.0 - e, "seconds": 0.5,
+                "cpu_seconds": 0.4, "train_seconds": 0.45, "train_cpu_seconds": 0.35, "valid_seconds": 0.05}
+               for e in (1, 2, 3)]
+    return {"run": f"{method}/seed{seed}", "method": method, "seed": seed, "lr": lr,
+            "lr_grid": {"0.1": 9.0, "0.3": 8.0, "1": 10.0}, "valid_ppl": 7.0 + seed, "test_ppl": 7.5 + seed,
+            "epochs": 3, "best_epoch": 3, "stopped_early": False, "diverged": None, "reached_max_epochs": True,
+            "wall_seconds_training": 1.5, "cpu_seconds_training": 1.2, "history": history,
+            "examples_per_cpu_second": 3639.1, "speedup_vs_full": 0.99}
+
+
+def old_writer(out, head, protocol, rows):
+    """What the code before per-row provenance did to merge rows (its write_rows), at commit OLD."""
+    header = {**head, "protocol": protocol.record()}
+    return merge_results(out, "output-layers", header, {r["run"]: r for r in rows}, time.monotonic(),
+                         same=("protocol", *head), key="run", then=with_summaries, field="runs")
+
+
+def test_a_resumed_run_names_every_commit_it_trained_under(corpus, tmp_path, monkeypatch):
+    out, root = tmp_path / "r.json", tmp_path / "runs"
+    protocol = Protocol(lrs=(0.1, 0.3, 1.0), grid_epochs=1, patience=5, max_epochs=3, seeds=(0, 1, 2))
+    head = {"corpus": corpus.name, "V": corpus.V}
+    at_commit(monkeypatch, "aaaaaaa")
+    choice = choose_lr(nplm_method(corpus.V), corpus, protocol, root)
+    assert {lr: p["commits"] for lr, p in choice["provenance"].items()} == {lr: ["aaaaaaa"] for lr in protocol.lrs}
+    per_epoch = -(-len(corpus.windows("train", 3)[1]) // CFG.batch)
+    with pytest.raises(Killed):  # seed 1 killed in its third epoch, at commit aaaaaaa
+        run_seeds(nplm_method(corpus.V, backend=killed_after(2 * per_epoch + 1)), corpus, protocol, choice, root,
+                  out=out, target="output-layers", doc=head, seeds=(1,))
+    at_commit(monkeypatch, "bbbbbbb", modified=True)  # resumed by other code
+    started = time.monotonic() - 1000.0
+    rows = run_seeds(nplm_method(corpus.V), corpus, protocol, choice, root, out=out, target="output-layers", doc=head,
+                     seeds=(0, 1), started=started)
+    seed0, seed1 = rows
+    assert seed1["provenance"]["commits"] == ["aaaaaaa", "bbbbbbb"] and seed1["provenance"]["commit"] == "bbbbbbb"
+    assert [s["from_epoch"] for s in seed1["provenance"]["sessions"]] == [1, 3]
+    assert seed1["provenance"]["package_modified_since_commit"] is True  # one session's package differed
+    assert seed1["provenance"]["nplm_edu"] == [nplm_edu.__version__]  # pyproject.toml's, the same
+    # seed 0 went on from its grid run: the grid's epoch under aaaaaaa, the rest under bbbbbbb
+    assert [(s["commit"], s["from_epoch"]) for s in seed0["provenance"]["sessions"]] == [("aaaaaaa", 1), ("bbbbbbb", 2)]
+    doc = json.loads(out.read_text())
+    assert doc["commit"] == "bbbbbbb" and doc["wall_seconds"] >= 1000.0  # the file's: its last writer's, from its start
+    grid = doc["grid"]["nplm"]["provenance"]
+    assert {lr: p["commits"] for lr, p in grid.items()} == {f"{lr:g}": ["aaaaaaa"] for lr in protocol.lrs}
+    # a run found complete trains nothing and records no session
+    at_commit(monkeypatch, "ccccccc")
+    train_run(nplm_method(corpus.V), corpus, choice["lr"], 1, protocol.max_epochs, protocol, root)
+    assert [s["commit"] for s in sessions(root / "nplm" / f"lr{choice['lr']:g}-seed1")] == ["aaaaaaa", "bbbbbbb"]
+
+
+def test_rows_of_older_code_take_the_files_commit_and_keep_it_through_merges(corpus, tmp_path, monkeypatch):
+    out, root = tmp_path / "r.json", tmp_path / "runs"
+    protocol = Protocol(lrs=(0.1, 0.3, 1.0), grid_epochs=1, patience=5, max_epochs=2, seeds=(0, 1, 2))
+    head = {"corpus": corpus.name, "V": corpus.V}
+    at_commit(monkeypatch, OLD)
+    old_writer(out, head, protocol, [old_row("nplm", 0), old_row("nplm", 1), old_row("full", 0, lr=1.0)])
+    disk = json.loads(out.read_text())
+    assert disk["commit"] == OLD and all("provenance" not in r for r in disk["runs"])  # the old shape
+    loaded = done_rows(out, "output-layers", head, protocol)  # read by the new code: the file's commit
+    assert {k: r["provenance"]["commit"] for k, r in loaded.items()} == dict.fromkeys(loaded, OLD)
+    assert loaded["nplm/seed0"]["lr_grid_provenance"]["0.3"]["commits"] == [OLD]
+    # the new code trains seed 2 into that file
+    at_commit(monkeypatch, "new1234")
+    choice = {"lr": 0.3, "grid": {0.1: 9.0, 0.3: 8.0, 1.0: 10.0}}
+    (new,) = run_seeds(nplm_method(corpus.V), corpus, protocol, choice, root, out=out, target="output-layers",
+                       doc=head, seeds=(2,))
+    doc = json.loads(out.read_text())
+    runs = {r["run"]: r for r in doc["runs"]}
+    assert doc["commit"] == "new1234" and runs["nplm/seed2"]["provenance"]["commits"] == ["new1234"]
+    for k in ("nplm/seed0", "nplm/seed1", "full/seed0"):
+        assert runs[k]["provenance"]["commit"] == OLD and runs[k]["provenance"]["package_modified_since_commit"] is False
+        assert {key: runs[k][key] for key in old_row("nplm", 0) if key != "history"} == {
+            key: v for key, v in loaded[k].items() if key not in ("history", "provenance", "lr_grid_provenance")}
+    assert doc["summary"]["nplm"]["test_ppl"]["n"] == 3 and doc["grid"]["nplm"]["provenance"]["0.3"]["commit"] == OLD
+    # the old code, still running, merges a row of its own (no provenance; the file's commit OLD again)
+    at_commit(monkeypatch, OLD)
+    old_writer(out, head, protocol, [old_row("full", 1, lr=1.0)])
+    assert json.loads(out.read_text())["commit"] == OLD
+    at_commit(monkeypatch, "new5678")  # then the new code merges: each row keeps the code that trained it
+    write_rows(out, "output-layers", head, [], protocol, time.monotonic())
+    runs = {r["run"]: r["provenance"]["commit"] for r in json.loads(out.read_text())["runs"]}
+    assert runs == {"nplm/seed0": OLD, "nplm/seed1": OLD, "nplm/seed2": "new1234", "full/seed0": OLD, "full/seed1": OLD}

@@ -7,7 +7,7 @@ experiment tests them on (the removed sentences, the new trigrams of Brown): ``e
 kept in the seed's row. Rows that no network trains (the n-grams, the grammar) are rows too, with
 ``"seed": None``. Every row carries its ``"cell"`` (which table it belongs to) and its ``"model"``.
 
-All rows go to one results file, merged under its lock (:func:`~.skeleton.merge_results`): two processes
+All rows go to one results file, merged under its lock (:func:`~.protocol.write_rows`): two processes
 filling it (say the synthetic grammar in one, Brown in the other) keep every row. After each merge the file
 is rebuilt from all its rows: the protocol's grid and summaries (:func:`~.protocol.with_summaries`), the
 tables of mean ± std over the seeds (:func:`tables`) and what the rows cost (:func:`cost`).
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .protocol import Method, Protocol, choose_lr, done_rows, mean_std, run_dir, run_seeds, window_ppl, with_summaries
-from .skeleton import merge_results
+from .protocol import (Method, Protocol, choose_lr, done_rows, mean_std, run_dir, run_seeds, window_ppl, with_summaries,
+                       write_rows)
 
 TARGET = "central-claim"
 
@@ -61,9 +61,7 @@ class Ctx:
         return {} if self.force else done_rows(self.out, TARGET, self.header, self.protocol)
 
     def write(self, rows: list[dict]) -> dict:
-        header = {**self.header, "protocol": self.protocol.record()}
-        return merge_results(self.out, TARGET, header, {r["run"]: r for r in rows}, self.started,
-                             same=tuple(header), key="run", then=rebuilt, field="runs")
+        return write_rows(self.out, TARGET, self.header, rows, self.protocol, self.started, rebuild=rebuilt)
 
 
 def train_seeds(method: Method, cell: str, model: str, corpus, ctx: Ctx) -> dict[int, dict]:

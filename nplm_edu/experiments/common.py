@@ -17,7 +17,9 @@ import shlex
 import subprocess
 import sys
 import time
+import tomllib
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +64,19 @@ def package_modified() -> bool | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def package_version() -> str | None:
+    """The package's version: the checkout's ``pyproject.toml`` (the tree whose commit is recorded), else
+    the installed distribution's; None if neither says."""
+    try:
+        return tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        return metadata.version("nplm-edu")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def command_line(argv: list[str] | None = None) -> str:

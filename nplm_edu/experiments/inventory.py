@@ -3,7 +3,8 @@
 Every results file carries the provenance keys of :func:`~nplm_edu.experiments.common.write_results`
 (command, commit, whether the package differed from that commit, date), at its top level, in a
 ``provenance`` block (the scale benchmark), or per row when rows were trained by separate commands
-(Table 1). A file deliberately kept from an earlier run says so in a ``kept`` key, with the reason.
+(Table 1; a protocol's seed rows, ``runs``, each in a ``provenance`` block listing every commit that
+trained it). A file deliberately kept from an earlier run says so in a ``kept`` key, with the reason.
 This module reads them back: one :class:`Entry` per file, and the files whose provenance is missing
 or unclean without such a reason. Files that are not JSON (a figure, saved word features) are
 attributed to the JSON file whose name begins theirs (``scale.png`` to ``scale.json``).
@@ -67,9 +68,16 @@ def _flags(node: dict) -> tuple[str | None, str | None, bool | None, str | None]
 
 
 def _rows(doc: dict) -> list[dict]:
-    rows = doc.get("rows")
+    rows, runs = doc.get("rows"), doc.get("runs")
     rows = list(rows.values()) if isinstance(rows, dict) else rows if isinstance(rows, list) else []
-    return [r for r in rows if isinstance(r, dict)]
+    return [r for r in rows + (runs if isinstance(runs, list) else []) if isinstance(r, dict)]
+
+
+def _row_commits(row: dict) -> list[str]:
+    """Every commit a row's ``provenance`` block says trained it (a run resumed under other code)."""
+    prov = row.get("provenance")
+    commits = prov.get("commits") if isinstance(prov, dict) else None
+    return [c for c in commits if _text(c)] if isinstance(commits, list) else []
 
 
 def entry_of(doc: dict, path: str) -> Entry:
@@ -82,7 +90,7 @@ def entry_of(doc: dict, path: str) -> Entry:
     commands = list(dict.fromkeys(c for c in [top[0]] + [f[0] for f in row_flags] if c))
     dates = [d for d in [top[3]] + [f[3] for f in row_flags] if d]
     return Entry(path=path, command=commands[0] if commands else None, commands=commands,
-                 commits=sorted({f[1] for f in nodes}), clean=clean, date=max(dates) if dates else None,
+                 commits=sorted({f[1] for f in nodes} | {c for r in _rows(doc) for c in _row_commits(r)}), clean=clean, date=max(dates) if dates else None,
                  kept=_text(doc.get("kept")))
 
 

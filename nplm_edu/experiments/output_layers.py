@@ -142,7 +142,7 @@ def make_method(name: str, corpus, opts: OutputLayersOptions, cache: Path, quiet
 
 
 def run_method(method: Method, corpus, protocol: Protocol, seeds: tuple, root: Path, out: Path, doc: dict,
-               force: bool, quiet: bool) -> list[dict]:
+               force: bool, quiet: bool, started: float) -> list[dict]:
     """The grid, then the chosen rate's seeds, each row merged into ``out`` as soon as it is done; a method
     whose seed diverges is reported and the others go on."""
     try:
@@ -150,7 +150,7 @@ def run_method(method: Method, corpus, protocol: Protocol, seeds: tuple, root: P
         grid = ", ".join(f"{lr:g}: {'diverged' if v is None else f'{v:.1f}'}" for lr, v in choice["grid"].items())
         print(f"{method.name}: lr {choice['lr']:g} chosen on validation ({grid})", flush=True)
         rows = run_seeds(method, corpus, protocol, choice, root, out=out, target=TARGET, doc=doc, seeds=seeds,
-                         force=force, quiet=quiet, finish=finish)
+                         force=force, quiet=quiet, finish=finish, started=started)
         for r in rows:
             print(f"{r['run']}: {r['epochs']} epochs, valid {r['valid_ppl']:.1f}, test {r['test_ppl']:.1f}"
                   + (f", diverged: {r['diverged']}" if r.get("diverged") else ""), flush=True)
@@ -163,6 +163,7 @@ def run_method(method: Method, corpus, protocol: Protocol, seeds: tuple, root: P
 def run_output_layers(opts: OutputLayersOptions | None = None, spec: CorpusSpec | None = None, out=None,
                       quiet: bool = False) -> Path:
     """Every requested method by the protocol, each seed's row merged into the results file when done."""
+    started = time.monotonic()
     opts = opts or OutputLayersOptions()
     spec = spec or CorpusSpec(corpus="brown")
     names = parse_methods(opts.methods, opts.class_file)
@@ -175,9 +176,8 @@ def run_output_layers(opts: OutputLayersOptions | None = None, spec: CorpusSpec 
     check_file(out, doc, protocol, opts.force)
     root = runs_for(opts.runs_dir, out)
     methods = [make_method(name, corpus, opts, root, quiet) for name in names]  # every layer built before training
-    started = time.monotonic()
     for method in methods:
-        run_method(method, corpus, protocol, seeds, root, out, doc, opts.force, quiet)
+        run_method(method, corpus, protocol, seeds, root, out, doc, opts.force, quiet, started)
     if opts.energy:
         print(f"wrote {run_energy(corpus, TRAIN, NETWORK, out, root, opts.quick, opts.force, quiet)}")
     final = write_rows(out, TARGET, doc, [], protocol, started, finish=finish)  # the summaries of every row there

@@ -63,6 +63,7 @@ import numpy as np
 from ..errors import UserError
 from ..training.checkpoint import TrainingDiverged, load_checkpoint, set_params
 from ..training.trainer import train
+from .run_record import adopted, recorded_session, run_provenance, stamped
 from .skeleton import merge_results, read_results, rounded_history, run_folder
 
 WITHIN = (0.05, 0.01)  # time to quality: within 5% and 1% of the reference's best validation perplexity
@@ -187,7 +188,8 @@ def train_run(method: Method, corpus, lr: float, seed: int, epochs: int, protoco
              "train": {k: v for k, v in asdict(cfg).items() if k not in ("epochs", "patience")}}
     folder = run_dir(root, method, lr, seed)
     with run_folder(folder, stamp, force, what=f"{method.name} lr {lr:g} seed {seed}") as resumed:
-        history = train(model, corpus, cfg, out_dir=folder, resume=resumed, quiet=quiet, backend=backend)
+        with recorded_session(folder, resumed):  # which code trained which epochs (run_record)
+            history = train(model, corpus, cfg, out_dir=folder, resume=resumed, quiet=quiet, backend=backend)
     return model, history
 
 
@@ -195,7 +197,8 @@ def choose_lr(method: Method, corpus, protocol: Protocol = PROTOCOL, root=None, 
               quiet: bool = True) -> dict:
     """Every grid value trained for ``protocol.grid_epochs`` epochs (the first seed); the choice is the
     lowest validation perplexity after them (a diverged value is never chosen). The test set is not read.
-    Returns {"lr": choice, "grid": {lr: validation perplexity, or None if it diverged}}."""
+    Returns {"lr": choice, "grid": {lr: validation perplexity, or None if it diverged}, "provenance": {lr:
+    the code that trained its grid epochs (:func:`~.run_record.run_provenance`)}}."""
     protocol.validate()
     grid = {}
     for lr in protocol.lrs:
@@ -211,15 +214,19 @@ def choose_lr(method: Method, corpus, protocol: Protocol = PROTOCOL, root=None, 
     if not scored:
         raise UserError(f"{method.name}: every learning rate of the grid {list(protocol.lrs)} diverged; "
                         "choose a grid of smaller lrs", setting="lrs")
-    return {"lr": min(scored, key=scored.get), "grid": grid}
+    prov = {lr: run_provenance(run_dir(root, method, lr, protocol.seeds[0]), protocol.grid_epochs) for lr in grid}
+    return {"lr": min(scored, key=scored.get), "grid": grid, "provenance": prov}
 
 
-def seed_row(method: Method, model, history: dict, corpus, choice: dict, seed: int, protocol: Protocol) -> dict:
+def seed_row(method: Method, model, history: dict, corpus, choice: dict, seed: int, protocol: Protocol,
+             provenance: dict | None = None) -> dict:
     """The row of one seed: validation and test perplexity of the best parameters (test scored here,
-    once), whether the run stopped early or reached ``max_epochs``, and its history."""
+    once), whether the run stopped early or reached ``max_epochs``, its history, and the code that trained
+    it and its grid values (``provenance``: :func:`~.run_record.run_provenance` of its run folder)."""
     epochs = history["epochs"]
     return {"run": f"{method.name}/seed{seed}", "method": method.name, "seed": seed, "lr": choice["lr"],
-            "lr_grid": {f"{lr:g}": v for lr, v in choice["grid"].items()},
+            "lr_grid": {f"{lr:g}": v for lr, v in choice["grid"].items()}, "provenance": provenance,
+            "lr_grid_provenance": {f"{lr:g}": v for lr, v in choice.get("provenance", {}).items()},
             "valid_ppl": method.score(model, corpus, "valid"), "test_ppl": method.score(model, corpus, "test"),
             "epochs": len(epochs), "best_epoch": history.get("best_epoch"),
             "stopped_early": bool(history.get("stopped_early")), "diverged": history.get("diverged"),
@@ -231,13 +238,15 @@ def seed_row(method: Method, model, history: dict, corpus, choice: dict, seed: i
 
 def run_seeds(method: Method, corpus, protocol: Protocol, choice: dict, root, out=None, target: str | None = None,
               doc: dict | None = None, seeds=None, force: bool = False, quiet: bool = True,
-              finish: Callable | None = None) -> list[dict]:
+              finish: Callable | None = None, started: float | None = None) -> list[dict]:
     """The chosen setting (``choice`` of :func:`choose_lr`) trained to early stopping (or ``max_epochs``)
     for every seed of the protocol (or ``seeds``, a subset: one process per subset), each a resumable run
     folder; test perplexity scored once per seed. With ``out``: a seed already in the results file is not
     trained or scored again, and each new row is merged into the file (``target``'s, with ``doc``'s
     header) as soon as it is done (``finish``: what the target adds to the merged file, as
-    :func:`write_rows`). Returns the rows of these seeds."""
+    :func:`write_rows`; ``started``: time.monotonic() when the target began, for the file's wall seconds,
+    default now). Returns the rows of these seeds."""
+    started = time.monotonic() if started is None else started
     protocol.validate()
     seeds = protocol.seeds if seeds is None else tuple(seeds)
     if any(s not in protocol.seeds for s in seeds):
@@ -254,9 +263,10 @@ def run_seeds(method: Method, corpus, protocol: Protocol, choice: dict, root, ou
                                        force, quiet)
         except TrainingDiverged as e:
             model, history = diverged_run(method, choice["lr"], seed, root, e)
-        rows.append(seed_row(method, model, history, corpus, choice, seed, protocol))
+        prov = run_provenance(run_dir(root, method, choice["lr"], seed))
+        rows.append(seed_row(method, model, history, corpus, choice, seed, protocol, prov))
         if out is not None:
-            write_rows(out, target, doc or {}, rows[-1:], protocol, finish=finish)
+            write_rows(out, target, doc or {}, rows[-1:], protocol, started, finish=finish)
     return rows
 
 
@@ -276,34 +286,38 @@ def diverged_run(method: Method, lr: float, seed: int, root, error: TrainingDive
 
 # --------------------------------------------------------------------------- the results file
 def done_rows(out, target: str, doc: dict, protocol: Protocol) -> dict:
-    """The rows already in the results file ``out`` made under this protocol and ``doc``'s header."""
+    """The rows already in the results file ``out`` made under this protocol and ``doc``'s header (a row of
+    older code with the file's provenance: :func:`~.run_record.adopted`)."""
     disk = read_results(out, target)
     if disk is None or disk.get("protocol") != protocol.record() or any(disk.get(k) != v for k, v in doc.items()):
         return {}
-    return {r["run"]: r for r in disk.get("runs", []) if isinstance(r, dict) and "run" in r}
+    return {r["run"]: adopted(r, disk) for r in disk.get("runs", []) if isinstance(r, dict) and "run" in r}
 
 
 def with_summaries(doc: dict) -> dict:
-    """The grid and the summary of every method, rebuilt from its seed rows (whichever process wrote them)."""
+    """The grid (each value with the code that trained it) and the summary of every method, rebuilt from
+    its seed rows (whichever process wrote them)."""
     by_method: dict[str, list] = {}
     for r in doc["runs"]:
         by_method.setdefault(r["method"], []).append(r)
-    grids = {m: {"lr_grid": rows[0]["lr_grid"], "chosen_lr": rows[0]["lr"]} for m, rows in by_method.items()}
+    grids = {m: {"lr_grid": rows[0]["lr_grid"], "chosen_lr": rows[0]["lr"],
+                 "provenance": rows[0].get("lr_grid_provenance")} for m, rows in by_method.items()}
     return {**{k: v for k, v in doc.items() if k != "runs"}, "grid": grids,
             "summary": {m: summary(rows) for m, rows in by_method.items()}, "runs": doc["runs"]}
 
 
-def write_rows(out, target: str, doc: dict, rows: list[dict], protocol: Protocol, started: float | None = None,
-               finish: Callable | None = None):
+def write_rows(out, target: str, doc: dict, rows: list[dict], protocol: Protocol, started: float,
+               finish: Callable | None = None, rebuild: Callable = with_summaries):
     """Merge seed rows into ``out`` under its lock, the protocol's settings written in the file's header
-    and the grid and summaries recomputed from every row there (:func:`with_summaries`); ``finish``: a
-    function of that document returning what is written (what a target computes across methods, such
-    as the time to reach a reference's quality: recomputed by whichever process merges last)."""
+    and the file rebuilt from every row there (``rebuild``: the grid and summaries, :func:`with_summaries`);
+    ``finish``: a function of that document returning what is written (what a target computes across
+    methods, such as the time to reach a reference's quality: recomputed by whichever process merges
+    last); ``started``: time.monotonic() when the writing target began. Each row keeps the code that
+    trained it; a row of older code read from the file gets the file's (:func:`~.run_record.adopted`)."""
     header = {**doc, "protocol": protocol.record()}
-    then = with_summaries if finish is None else (lambda d: finish(with_summaries(d)))
-    return merge_results(out, target, header, {r["run"]: r for r in rows},
-                         time.monotonic() if started is None else started, same=("protocol", *doc), key="run",
-                         then=then, field="runs")
+    then = rebuild if finish is None else (lambda d: finish(rebuild(d)))
+    return merge_results(out, target, header, {r["run"]: stamped(r) for r in rows}, started,
+                         same=("protocol", *doc), key="run", then=then, field="runs", kept=adopted)
 
 
 # --------------------------------------------------------------------------- what the seeds show

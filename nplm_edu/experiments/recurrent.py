@@ -24,6 +24,7 @@ file under its lock when it is done, so processes given different rows fill one 
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, replace
 
 from ..analysis.evaluation import r3
@@ -132,6 +133,7 @@ def header(corpus, kn: dict, quick: bool) -> dict:
 def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None = None, out=None,
                   quiet: bool = False):
     """Train every chosen row by the protocol (resuming), merge each seed's row into the results file."""
+    started = time.monotonic()
     opts = opts or RecurrentOptions()
     spec = spec or CorpusSpec(corpus="brown")
     protocol = QUICK_PROTOCOL if opts.quick else RECURRENT_PROTOCOL
@@ -143,19 +145,19 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
         kn = kn5_log_probs(corpus, runs)
         doc = header(corpus, kn, opts.quick)
         for name in names:
-            run_row(name, corpus, kn, protocol, seeds, runs, out, doc, opts, quiet)
+            run_row(name, corpus, kn, protocol, seeds, runs, out, doc, opts, quiet, started)
     print(f"wrote {out}")
     return out
 
 
-def run_row(name, corpus, kn, protocol, seeds, runs, out, doc, opts, quiet) -> list[dict]:
+def run_row(name, corpus, kn, protocol, seeds, runs, out, doc, opts, quiet, started: float) -> list[dict]:
     """One row: its learning rate chosen on validation, then its seeds trained and scored."""
     method = ROWS[name].method(corpus, opts.quick, kn)
     choice = choose_lr(method, corpus, protocol, runs, opts.force, quiet)
     grid = ", ".join(f"{lr:g}: {'diverged' if v is None else f'{v:.1f}'}" for lr, v in choice["grid"].items())
     print(f"{name}: validation after {protocol.grid_epochs} epochs {grid}; lr {choice['lr']:g}", flush=True)
     rows = run_seeds(method, corpus, protocol, choice, runs, out=out, target="recurrent", doc=doc, seeds=seeds,
-                     force=opts.force, quiet=quiet)
+                     force=opts.force, quiet=quiet, started=started)
     for r in rows:
         print(f"{name} seed {r['seed']}: {r['epochs']} epochs ({r['cpu_seconds_training']:.0f} CPU s), valid "
               f"{r['valid_ppl']}, test {r['test_ppl']}, mixed with KN5 {r['mix_test_ppl']}", flush=True)

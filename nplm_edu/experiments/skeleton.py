@@ -77,21 +77,21 @@ def results_file(out, target: str, quick: bool = False) -> Path:
 
 
 def merge_results(out, target: str, doc: dict, rows: dict, started: float, same=("corpus", "V", "tokens", "quick"),
-                  key: str | None = None, order=None, then=None, field: str = "rows") -> dict:
+                  key: str | None = None, order=None, then=None, field: str = "rows", kept=None) -> dict:
     """Write ``doc`` to ``out`` with ``rows`` ({name: row}) merged row by row into the rows already there:
     the file is re-read under its lock, so two processes filling one file keep both rows. Rows on disk
     are kept when the file's ``same`` keys equal ``doc``'s (else the file is of other settings: replaced).
     ``key``: the field naming a row when the file keeps its rows as a list (None: a dict of rows);
     ``order``: the rows' names in the order the file lists them (default: as they come); ``then``: a
     function of the merged document returning what is written (e.g. ratios between rows); ``field``: the
-    key of the rows in the file."""
+    key of the rows in the file; ``kept``: a function (row, the file's document) -> row applied to each row
+    read from the file (e.g. giving a row of older code the file's provenance before it is replaced)."""
     out = Path(out)
     with one_writer(out, wait=MERGE_WAIT):
         disk = read_results(out, target)
         merged = {}
         if disk is not None and all(disk.get(k) == doc.get(k) for k in same):
-            old = disk.get(field, {})
-            merged = dict(old) if key is None else {r[key]: r for r in old if isinstance(r, dict) and key in r}
+            merged = rows_on_disk(disk, field, key, kept)
         merged.update(rows)
         names = [n for n in (order or []) if n in merged] + [n for n in merged if n not in (order or [])]
         listed = {n: merged[n] for n in names}
@@ -99,6 +99,14 @@ def merge_results(out, target: str, doc: dict, rows: dict, started: float, same=
                  field: listed if key is None else list(listed.values())}  # rows last: easier to read
         final = then(final) if then else final
         return write_results(out, final, started)
+
+
+def rows_on_disk(disk: dict, field: str, key: str | None, kept=None) -> dict:
+    """{name: row} of the rows a results file holds under ``field`` (a dict, or a list named by ``key``),
+    each passed through ``kept(row, disk)`` if given."""
+    old = disk.get(field, {})
+    rows = dict(old) if key is None else {r[key]: r for r in old if isinstance(r, dict) and key in r}
+    return rows if kept is None else {name: kept(r, disk) if isinstance(r, dict) else r for name, r in rows.items()}
 
 
 def write_whole(out, target: str, doc: dict, started: float) -> dict:
