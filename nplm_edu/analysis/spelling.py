@@ -4,8 +4,8 @@ A network whose input layer is character-aware (:class:`~nplm_edu.models.char_in
 under :class:`~nplm_edu.models.input.WithInput`) gives every string a vector x, by the spelling
 rules of :mod:`nplm_edu.models.char_input`. A word the vocabulary rule turned into ``<unk>`` can
 then be read as itself: :func:`spelled_log_prob` scores the words that follow it with its own
-vector in the context (the section 5 comparison of :mod:`nplm_edu.analysis.oov`, with the vector
-from the spelling instead of from the context's expectation); as there, it is still predicted as
+vector in the context (the comparison of the paper's section 5 in :mod:`nplm_edu.analysis.oov`,
+with the vector from the spelling instead of from the context's expectation); as there, it is still predicted as
 ``<unk>``, the output layer's |V| outcomes unchanged. :func:`nearest_by_spelling` lists the
 vocabulary words whose vectors are closest to a string's (Kim et al.'s table 6), and
 :func:`input_sizes` counts the input layer's parameters against a table C's.

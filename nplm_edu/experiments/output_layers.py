@@ -7,9 +7,9 @@ softmax, NCE, the differentiated and the adaptive softmax and LightRNN's word ta
 This command trains MLP9 of Table 1 (n 5, h 100, m 30, no direct connections) with each output layer
 under the comparison protocol (:mod:`~nplm_edu.experiments.protocol`): on the comparison slice of
 Brown (the first 200,000 training tokens, the first 50,000 validation tokens, the whole test split,
-the paper's vocabulary |V| = 17,907), with Table 1's minibatch, schedule and weight decay (K = 128,
-r = 1e-4, weight decay 1e-4) and one BLAS thread, each method's learning rate is chosen on validation
-from the grid 0.3, 1, 3 (after 2 epochs, seed 0), then seeds 0, 1, 2 train to early stopping
+the paper's vocabulary |V| = 17,907), with the minibatch, schedule and weight decay of this
+package's Table 1 runs (K = 128, r = 1e-4, the paper's weight decay 1e-4) and one BLAS thread, each
+method's learning rate is chosen on validation from the grid 0.3, 1, 3 (after 2 epochs, seed 0), then seeds 0, 1, 2 train to early stopping
 (patience 3, at most 40 epochs) and the test set is scored once per seed. The results file holds:
 
 * per seed (``runs``): the history of every epoch (validation perplexity, wall ``seconds`` and

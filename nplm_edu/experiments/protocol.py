@@ -20,8 +20,8 @@ seeds 0 and 1 in one, seed 2 in the other) keep every row; the protocol's settin
 validation perplexities and the summaries are written beside them.
 
 Compute plan. ``output_layers.json`` (MLP9 on the comparison slice, one thread, twelve methods),
-from epochs timed on a shared machine (niced, with about 14 processes waiting for its 2 cores, so
-these CPU seconds run high, up to about twice a quiet machine's): one epoch of the full softmax took
+from epochs timed under a heavy load (niced beside other work, so these CPU seconds run high, up to
+about twice an unloaded run's): one epoch of the full softmax took
 66.8 CPU seconds (59.9 of them in updates, the rest the exact validation perplexity over 50,000
 words), of the class-frequency softmax 11.4 (10.8 in updates). From 100 updates and 5,000 validation
 windows of each, timed alike: the differentiated softmax about 75 s an epoch (its softmax still runs
@@ -34,9 +34,8 @@ start), then each seed to early stopping: about 18 epochs if a run stops near ep
 3), so 6 + 16 + 18 + 18 = 58 epochs, x 240 s = 13,900 s = 3.9 CPU hours for the table; with every
 seed at the 40-epoch cap 6 + 38 + 40 + 40 = 124 epochs, 8.3 hours. The recurrent table
 (``recurrent.json``: rnn, lstm, gru, lstm-4, nplm-dropout, m = h = 256, on the comparison slice, one
-thread), from one epoch of each timed on the same shared machine (niced, about 14 processes on the 2
-cores, so again high): the LSTM 122 CPU seconds an epoch (updates and the validation perplexity over
-50,000 words), nplm-dropout 132; the GRU (estimated from its reference, which runs about 1.35 times the fast
+thread), from one epoch of each timed under the same load (so again high): the LSTM 122 CPU
+seconds an epoch (updates and the validation perplexity over 50,000 words), nplm-dropout 132; the GRU (estimated from its reference, which runs about 1.35 times the fast
 LSTM's time an update; its fast path costs less) about 165, lstm-4 (four recurrent steps a word, the output layer once) about
 160, the Elman network about 105: about 685 CPU seconds an epoch of the five rows. A row costs 4 grid
 values x 2 epochs = 8 epochs, then its seeds: 8 + 16 + 18 + 18 = 60 epochs if a run stops near epoch
@@ -46,7 +45,7 @@ under an epoch's cost). Two processes, one a core, take about half each: gru and
 an epoch) beside lstm, rnn and nplm-dropout (about 360 s). ``central_claim.json``: 2,256 s wall for all its networks, three
 seeds each already, trained to early stopping; a 3-value grid of 2 epochs a network makes it at
 most about 5 times that, 3.1 hours. Total about 3.9 + 11.4 + 3.1 = 18 CPU hours (8.3 + 24 + 3.1 = 35 with every
-run at its cap), within about 40 CPU hours on two cores.
+run at its cap): about 9 hours (18 at the caps) on two cores.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ smaller, projected copy of the hidden layer a (K, h): tail i has d_i = h / 4^i f
 Both factors are normalized, so the |V| probabilities sum to 1 exactly. A batch's cost is the head
 for every example plus, for each tail, only the examples whose target lies in it; with Zipfian
 words most targets are in the head (Grave et al. 2017, section 4). This is the layer PyTorch ships
-as ``nn.AdaptiveLogSoftmaxWithLoss`` (whose tails have no biases b_i). Backward (mean NLL L over K)
+as ``nn.AdaptiveLogSoftmaxWithLoss`` (whose tails have no biases b_i and whose head has none by
+default, as in Grave et al.'s own code). Backward (mean NLL L over K)
 is the softmax rule twice, as in the class-factored softmax (:mod:`nplm_edu.models.class_softmax`)::
 
     dL/dy_head = (softmax(y_head) - 1[head index of w]) / K

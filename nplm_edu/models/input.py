@@ -42,7 +42,7 @@ class InputLayer:
 
 
 class Table(InputLayer):
-    """The paper's look-up table: x = C(w), C (|V|, m) ~ U(-0.1, 0.1).
+    """The paper's look-up table: x = C(w), C (|V|, m), drawn from U(-0.1, 0.1) as the NPLM's here.
 
     >>> layer = Table(V=4, m=2)
     >>> P = layer.init_params(np.random.default_rng(0), np.float64)

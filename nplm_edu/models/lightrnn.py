@@ -5,7 +5,9 @@ The |V| words are placed in a table of R = ceil(sqrt |V|) rows and C_t = ceil(|V
 its row R_w and its column C_w, and every vector of the network is shared along a row or a column:
 
 * input (:class:`LightInput`): x(w) = (X^r(R_w), X^c(C_w)), a row vector and a column vector of
-  m/2 features each: 2 sqrt|V| vectors instead of the |V| rows of C;
+  m/2 features each: 2 sqrt|V| vectors instead of the |V| rows of C (LightRNN feeds the two vectors
+  to its recurrent network as two successive steps; here they are set side by side, so that any
+  network reads a word as one vector);
 * output (:class:`LightOutput`): the next word's row first, then its column given the row::
 
     y^r = b^r + a @ Y^r.T                        (K, R)     a score per row

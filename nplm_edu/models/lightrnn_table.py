@@ -1,4 +1,5 @@
-"""Learning LightRNN's word table (Li et al. 2016, section 3.3): words reassigned to slots between epochs.
+"""Learning LightRNN's word table between epochs: words reassigned to slots (Li et al. 2016,
+"bootstrap for word allocation").
 
 With the network fixed, placing word w in slot (i, j) would cost its training occurrences
 
@@ -10,7 +11,7 @@ ignored, as in LightRNN). The column term depends on the row, so it is computed 
 word only: its current row and its k cheapest rows by l_r; in any other row, its worst column cost in
 those rows stands in (an optimistic guess there moved words to rows where they did badly). The best table is a minimum-cost assignment of the |V| words to the R C_t slots, one
 word per slot. An exact solver (Hungarian, or minimum-cost flow as Li et al. use) needs the |V| x R C_t
-cost matrix: 320 million entries for |V| = 17,907. :func:`assign_greedy` keeps, as Li et al. do, only
+cost matrix: 320 million entries for |V| = 17,907. :func:`assign_greedy` keeps only
 each word's best candidates: in each of its candidate rows its k cheapest columns, and its current
 slot. The words with most to lose (their second-best candidate above their best) choose first, each
 its cheapest free candidate; a word left without one takes the cheapest free slot; then words trade

@@ -13,7 +13,8 @@ The last line is the output layer (:mod:`nplm_edu.models.output`): the paper's f
 default, or any other layer with the same interface (section 5's cheaper output layers). The
 backward pass mirrors the forward pass in reverse; chapter 5 derives every line. Two options used
 after 2003 reuse the same two functions: inverted dropout masks on x and a (Srivastava et al. 2014),
-and tied embeddings (U = C, Press & Wolf 2017: needs h = m and no direct connections).
+and tied embeddings (U = C, as in Mnih & Hinton's log-bilinear model 2007, measured by Press & Wolf
+2017 and Inan et al. 2017: needs h = m and no direct connections).
 
 This is the reference implementation: plain numpy, one array per parameter. Training uses the
 fused version in :mod:`nplm_edu.numerics.fused` ([U W] in one array, the softmax in place, the
@@ -120,7 +121,8 @@ class NPLM(LanguageModel):
 
     def tie(self) -> None:
         """Make U the same array as C: y = b + C a, the output vector of word i is its feature vector
-        (Press & Wolf 2017; the paper's section 5 discusses giving the output word features too)."""
+        (Mnih & Hinton 2007; Press & Wolf 2017; the paper's section 5 discusses giving the output
+        word features too)."""
         cfg = self.config
         if cfg.direct or cfg.h != cfg.m:
             raise UserError(f"tied embeddings need h = m and no direct connections, got h={cfg.h}, m={cfg.m}, "

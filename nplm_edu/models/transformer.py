@@ -19,14 +19,16 @@ For a batch of K windows of T <= n_ctx words X (K, T) (rows are examples, as eve
 The position t predicts the word after it, so one window gives T predictions, each reading only
 positions <= t (the causal mask, :func:`nplm_edu.models.attention.self_attention`). The output layer
 is the package's :class:`~nplm_edu.models.output.FullSoftmax` with one input, a, multiplied by U:
-its own matrix, or tied to the table (U = C, Press & Wolf 2017; Radford et al. 2019). Layer
+its own matrix, or tied to the table (U = C, as in Mnih & Hinton's log-bilinear model 2007; measured
+in recurrent language models by Press & Wolf 2017 and Inan et al. 2017; GPT-2 ties them too). Layer
 normalization (Ba, Kiros & Hinton 2016) comes before each sublayer, as in GPT-2 (Radford et al.
-2019), not after as in Vaswani et al. (2017): the residual path x -> x + f(x) then carries the
-gradient back through every block unchanged, as the LSTM's cell does through time.
+2019), not after as in Vaswani et al. (2017): the residual path x -> x + f(x) (He et al. 2016) then
+carries the gradient back through every block unchanged, as the LSTM's cell does through time.
 
 The MLP's nonlinearity is GELU (Hendrycks & Gimpel 2016), GPT's choice, in its tanh form: unlike
 ReLU it is smooth, so central differences check its gradient everywhere, not only away from the kink
-at 0. The attention has no biases (the layer norm's shift comes just before it).
+at 0. The attention has no biases (through Wq, Wk and Wv the layer norm's shift just before it
+acts as the queries', keys' and values' bias).
 
 Initialisation (from a numpy Generator, by default ``default_rng(config.seed)``, in this order):
 C, P ~ U(-0.1, 0.1); per block Wq, Wk, Wv, W1 ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), Wo and W2 the

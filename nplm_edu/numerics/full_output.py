@@ -5,7 +5,7 @@ The logits of all N positions of a batch are one product into a reused (N, |V|) 
 softmax and its gradient are computed in place (the softmax-NLL head,
 :func:`~nplm_edu.numerics.head.softmax_nll`): no copy of the scores, of p or of dL/dy is made. On
 several threads (:mod:`~nplm_edu.numerics.threads`) each computes a block of the output units, their
-share of the softmax and their rows of dL/dU and dL/db (section 3.2's output blocks), and only
+share of the softmax and their rows of dL/dU and dL/db (the paper's section 3.2 output blocks), and only
 dL/dA is summed. Any other output layer is called through its interface.
 
 :class:`FastOutput` is a mixin of a model with ``params`` ("U" (|V|, width), "b"), ``V``, ``output`` and

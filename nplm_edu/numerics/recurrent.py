@@ -15,7 +15,8 @@ What changes against the reference:
   reused (T B, |V|) buffer, and the softmax and its gradient in place (the softmax-NLL head,
   :func:`~nplm_edu.numerics.head.softmax_nll`); on several threads
   (:mod:`~nplm_edu.numerics.threads`) each computes a block of the output units, their share of
-  the softmax and their rows of dL/dU and dL/db (section 3.2's output blocks), and only dL/dh_t is summed;
+  the softmax and their rows of dL/dU and dL/db (the paper's section 3.2 output blocks), and only
+  dL/dh_t is summed;
   other output layers are called through their interface;
 - on several threads, each step's recurrent product (h_{t-1} Wh^T forward, dL/dz_t Wh back) is
   split by columns among them where it is large, each block on single-threaded BLAS;

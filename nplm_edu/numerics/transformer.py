@@ -5,7 +5,7 @@ On Brown's vocabulary (|V| = 17,907) with m = 128, two blocks and windows of 32 
 the scores, their softmax in several passes, a copy of p for dL/dy and the two products of the
 backward. :class:`FastTransformer` computes the same numbers (equal to the reference in float64, up
 to rounding) with the output layer of :class:`~nplm_edu.numerics.full_output.FastOutput`: the scores
-in one product into a reused buffer, the softmax and dL/dy in place, section 3.2's output blocks on
+in one product into a reused buffer, the softmax and dL/dy in place, the paper's section 3.2 output blocks on
 several threads. The blocks themselves are the reference's. Scoring (:meth:`next_log_prob`) reads
 only each window's last position through the same head, without a gradient.
 
