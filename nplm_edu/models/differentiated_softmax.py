@@ -11,7 +11,7 @@ slice only::
     p(w | h) = softmax(y)_w           one softmax over all |V| words
 
 The output matrix is block diagonal: sum_j |band j| w_j weights instead of |V| h, and as many
-multiply-adds per example (with w_1 > w_2 > ..., most weights go to the few frequent words). The
+multiply-adds per example (with w_1 > w_2 > ..., a frequent word gets more weights than a rare one). The
 normalization still runs over the whole vocabulary, so the |V| probabilities sum to 1 exactly.
 Backward (mean NLL L over K examples), the full softmax's rule band by band::
 

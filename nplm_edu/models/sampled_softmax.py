@@ -1,6 +1,6 @@
-"""Sampled training objectives: importance sampling (Bengio & Senecal 2003) and noise-contrastive
-estimation (Gutmann & Hyvarinen 2010), applied to language models by Mnih & Teh (2012) (section 5
-of the paper).
+"""Sampled training objectives: importance sampling (Bengio & Senecal 2003, cited in the paper's
+section 5) and noise-contrastive estimation (Gutmann & Hyvarinen 2010), applied to language models
+by Mnih & Teh (2012).
 
 They change the loss, not the model: the network is the paper's, y = b + U a, P = softmax(y), and
 it is evaluated exactly (:meth:`SampledSoftmax.log_prob`: the full softmax over the same U and b).
