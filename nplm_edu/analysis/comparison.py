@@ -230,6 +230,31 @@ def quality_sentence(doc: dict, index: int = 0, clock: str = "cpu_seconds") -> s
     return text[0].upper() + text[1:]
 
 
+def method_sentence(doc: dict, method: str) -> str:
+    """One method's row in words: its speed-up per update, its epochs, its test perplexity against the full
+    softmax's (:func:`difference_phrase`) and its time to come within 5% ('' for a method not in the file)."""
+    s = doc.get("summary", {}).get(method)
+    if not s:
+        return ""
+    ref = doc.get("reference_method", "full")
+    speed = s.get("speedup_vs_full") or {}
+    parts = [f"{speed['mean']:.1f} times the full softmax's training examples per CPU second of updates"
+             if speed.get("mean") is not None else "",
+             f"stopped after {', '.join(map(str, s['epochs']))} epochs"]
+    d = next((x for x in against_reference(doc) if x["a"] == method), None)
+    if d is not None:
+        parts.append(difference_phrase(d, doc["summary"][ref]["test_ppl"]["mean"]))
+    q = (s.get("time_to_quality") or [None])[0]
+    if q is not None and q["reached"]:
+        some = "" if q["reached"] == q["seeds"] else f" ({q['reached']} of {q['seeds']} seeds)"
+        parts.append(f"within 5% of the full softmax's best validation perplexity after "
+                     f"{q['cpu_seconds']['mean']:,.0f} CPU seconds{some}")
+    elif q is not None:
+        parts.append(f"never within 5% of the full softmax's best validation perplexity (its own best: "
+                     f"{q['best_valid_ppl']['mean']:.1f})")
+    return f"`{method}`: " + "; ".join(p for p in parts if p) + "."
+
+
 def grid_sentence(doc: dict) -> str:
     """The methods whose learning rate was chosen at an edge of the grid, and what that leaves open."""
     edges = {}
@@ -274,6 +299,19 @@ def method_curve(runs: list[dict], clock: str = "cpu_seconds", points: int = 80)
     return t, ys.mean(axis=0), ys.min(axis=0), ys.max(axis=0)
 
 
+def plain_log_ticks(ax) -> None:
+    """Label both log axes with plain numbers ('400', '1,000') rather than powers of ten, without minor labels."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    lo, hi = ax.get_ylim()
+    steps = [t for t in (200, 250, 300, 350, 400, 450, 500, 600, 700, 800, 1000, 1200, 1500, 2000) if lo <= t <= hi]
+    if len(steps) >= 2:
+        ax.set_yticks(steps)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
+
+
 def plot_comparison(doc, methods=None, ax=None, clock: str = "cpu_seconds", top: float = 2.0):
     """Validation perplexity against training seconds (``clock``: "cpu_seconds" or wall "seconds"), one
     curve per method (the mean of its seeds, a band from the lowest to the highest), log-log, with the
@@ -299,6 +337,7 @@ def plot_comparison(doc, methods=None, ax=None, clock: str = "cpu_seconds", top:
         ax.set_ylim(best * 0.97, best * top)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_ticks(ax)
     ax.set_xlabel("CPU seconds of training" if clock == "cpu_seconds" else "seconds of training", fontsize=9)
     ax.set_ylabel("validation perplexity", fontsize=9)
     ax.tick_params(labelsize=8)
