@@ -1,7 +1,7 @@
 """nplm_edu.numerics.threads: the output-block algorithm on the threads of one process, tested equal
 (float64, to 1e-12) to one thread for the fused NPLM's update and probabilities and for the fast
-recurrent networks' full softmax and their steps' recurrent products split by columns; the same thread
-count gives the same numbers."""
+recurrent networks' full softmax, their streams split among threads and their products by columns,
+and the clipping and SGD step of a large parameter; the same thread count gives the same numbers."""
 
 import threading
 
@@ -140,14 +140,16 @@ def test_a_product_split_by_columns_equals_one_product():
 
 
 @pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
-def test_recurrent_steps_split_by_columns_equal_one_thread(cell, monkeypatch):
-    """Only the recurrent products split (the output layer on one thread): loss, every gradient and
-    the state from a carried state with resets and dropout, on 2 and 3 threads as on one."""
+def test_recurrent_streams_and_products_split_equal_one_thread(cell, monkeypatch):
+    """Only the recurrence split (the output layer on one thread): the streams among the threads
+    through all T steps, the products over all positions by columns. Loss, every gradient and the
+    state from a carried state with resets and dropout, on 2 and 3 threads as on one."""
     monkeypatch.setattr(_Fast, "MIN_STEP_WORK", 0)
     monkeypatch.setattr(_Fast, "MIN_BLOCK_WORK", 1 << 60)
-    calls = []
-    real = threads.matmul_columns
+    calls, streams = [], []
+    real, real_blocks = threads.matmul_columns, threads.run_blocks
     monkeypatch.setattr(recurrent, "matmul_columns", lambda *a: calls.append(a[3]) or real(*a))
+    monkeypatch.setattr(recurrent, "run_blocks", lambda fn, n: streams.append(n) or real_blocks(fn, n))
     rng = np.random.default_rng(4)
     B, T, h, m = 3, 5, 6, 4
     X, Y = rng.integers(0, 50, (B, T)), rng.integers(0, 50, (B, T))
@@ -161,7 +163,7 @@ def test_recurrent_steps_split_by_columns_equal_one_thread(cell, monkeypatch):
         model.params["Wh"] *= 3  # the recurrent paths matter
         loss, grads, state = model.loss_and_grads(X, Y, **kw)
         got[n] = loss, {k: g.copy() for k, g in grads.items()}, [s.copy() for s in state]
-    assert set(calls) == {2, 3}  # the products were split, on 2 and on 3 threads
+    assert set(calls) == {2, 3} and set(streams) == {2, 3}  # products and streams split, on 2 and 3 threads
     for n in (2, 3):
         assert abs(got[n][0] - got[1][0]) <= 1e-12 * got[1][0]
         for k in got[1][1]:
@@ -212,3 +214,49 @@ def test_processes_sharing_the_cores_take_a_share_each(monkeypatch):
     assert [th.threads_per_process(P) for P in (1, 2, 3, 8)] == [2, 1, 1, 1]
     monkeypatch.setattr(th, "usable_cores", lambda: 8)
     assert [th.threads_per_process(P) for P in (1, 2, 3, 4)] == [8, 4, 2, 2]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_clipping_and_sgd_pieces_on_T_threads_equal_numpy_on_one(dtype, monkeypatch):
+    """The clipping's sum of squares and scaling and the SGD step of a large parameter, split among
+    threads by rows and in cache-sized pieces: the same entries as numpy's whole-array expressions."""
+    monkeypatch.setattr(threads, "MIN_ROWWISE", 0)
+    rng = np.random.default_rng(5)
+    for shape in ((300, 700), (37, 11), (5,), (0, 3)):
+        p0, g = rng.standard_normal(shape).astype(dtype), rng.standard_normal(shape).astype(dtype)
+        for T in (1, 2, 3):
+            threads.set_threads(T)
+            for wd in (0.0, 1e-3):
+                p = p0.copy()
+                threads.sgd_inplace(p, g, 0.1, wd)
+                assert np.array_equal(p, p0 - 0.1 * (g + wd * p0) if wd else p0 - 0.1 * g)
+            a = g.copy()
+            threads.scale_inplace(a, 0.3)
+            assert np.array_equal(a, g * g.dtype.type(0.3))
+            want = float(np.dot(g.ravel().astype(np.float64), g.ravel().astype(np.float64)))
+            assert threads.sum_of_squares(g) == pytest.approx(want, rel=1e-12 if dtype == "float64" else 1e-5)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
+def test_recurrent_training_steps_on_T_threads_equal_one_thread(cell, monkeypatch):
+    """The trainer's whole update (forward, output blocks, BPTT, every product split by columns,
+    clipping and SGD with weight decay split by rows) on 2 and 3 threads as on one (float64, 1e-12)."""
+    from nplm_edu.training.stream import StreamBackend, StreamConfig
+
+    monkeypatch.setattr(threads, "MIN_ROWWISE", 0)
+    monkeypatch.setattr(_Fast, "MIN_STEP_WORK", 0)
+    rng = np.random.default_rng(6)
+    batches = [(rng.integers(0, 60, (3, 5)), rng.integers(0, 60, (3, 5))) for _ in range(3)]
+    got = {}
+    for T in (1, 2, 3):
+        model = recurrent_model(RecurrentConfig(V=60, m=4, h=6, cell=cell, seed=0, dtype="float64"))
+        backend = StreamBackend(model, TrainConfig(batch=3, lr=0.5, weight_decay=1e-3, threads=T),
+                                StreamConfig(T=5, clip=0.05))
+        losses = [backend.update(X, Y, None, i == 0, 0.5) for i, (X, Y) in enumerate(batches)]
+        got[T] = losses, {k: v.copy() for k, v in model.params.items()}, backend.norms.copy()
+    assert got[1][2][2] == 3  # every update was clipped
+    for T in (2, 3):
+        np.testing.assert_allclose(got[T][0], got[1][0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got[T][2], got[1][2], rtol=1e-12)
+        for k in got[1][1]:
+            np.testing.assert_allclose(got[T][1][k], got[1][1][k], rtol=0, atol=1e-12, err_msg=k)

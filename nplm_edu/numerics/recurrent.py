@@ -18,8 +18,10 @@ What changes against the reference:
   the softmax and their rows of dL/dU and dL/db (the paper's section 3.2 output blocks), and only
   dL/dh_t is summed;
   other output layers are called through their interface;
-- on several threads, each step's recurrent product (h_{t-1} Wh^T forward, dL/dz_t Wh back) is
-  split by columns among them where it is large, each block on single-threaded BLAS;
+- on several threads, the B streams of a batch (independent recurrences) are split among them,
+  each running its block of streams through all T steps, forward and back, with no meeting between
+  steps; the products over all T B positions (x_t Wx^T, dL/dWx, dL/dWh, dL/dx) are split by columns;
+  each thread runs single-threaded BLAS;
 - the gradient of C is a segment sum (:func:`~nplm_edu.numerics.blas.segment_sum`), not ``np.add.at``.
 
 The gradients returned live in buffers that the next call overwrites: use them before calling again.
@@ -38,7 +40,7 @@ from ..models.rnn import ElmanRNN, RecurrentConfig, check_batch
 from .blas import segment_sum
 from .full_output import FastOutput
 from .head import nll, softmax_nll
-from .threads import matmul_columns, one_blas_thread, threads
+from .threads import block_range, matmul_columns, one_blas_thread, run_blocks, threads
 
 
 def sigmoid_inplace(a: np.ndarray) -> None:
@@ -54,7 +56,7 @@ class _Fast(FastOutput):
     layer's fast path is :class:`~nplm_edu.numerics.full_output.FastOutput`'s)."""
 
     sparse_grads = True  # loss_and_sparse_grads: dL/dC of the batch's rows only
-    MIN_STEP_WORK = 1 << 22  # multiply-adds of a step's recurrent product from which its columns are split among threads
+    MIN_STEP_WORK = 1 << 22  # multiply-adds (of a step's recurrent product, or of a product) from which threads split it
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
         X, _ = check_batch(X, None, self.V)
@@ -66,7 +68,7 @@ class _Fast(FastOutput):
         if mask_x is not None:
             x *= mask_x  # dropout on x
         z = self._buffer("z", (T, B, self.G * h))  # pre-activations, then the gates, in place
-        np.matmul(x.reshape(T * B, -1), P["Wx"].T, out=z.reshape(T * B, -1))  # x_t Wx^T for every t at once
+        self._mm(x.reshape(T * B, -1), P["Wx"].T, z.reshape(T * B, -1))  # x_t Wx^T for every t at once
         z += P["d"]
         hs = self._buffer("hs", (T + 1, B, h))  # hs[t + 1] = h_t
         hs[0] = state[0]
@@ -126,26 +128,45 @@ class _Fast(FastOutput):
         (B, T), mask_x = X.shape, cache["mask_x"]
         gz = self._backrecur(cache, ga)  # dL/dz_t for every t  (T, B, G h)
         gz2, x2 = gz.reshape(T * B, -1), cache["x"].reshape(T * B, -1)
-        grads["Wx"] = np.matmul(gz2.T, x2, out=self._buffer("gWx", P["Wx"].shape))  # one product over all t
+        grads["Wx"] = self._mm(gz2.T, x2, self._buffer("gWx", P["Wx"].shape))  # one product over all t
         grads["Wh"] = self._grad_Wh(gz2, cache, self._buffer("gWh", P["Wh"].shape))
         grads["d"] = np.sum(gz2, axis=0, out=self._buffer("gd", P["d"].shape))
-        gx = np.matmul(gz2, P["Wx"], out=self._buffer("gx", x2.shape))  # (T B, m)
+        gx = self._mm(gz2, P["Wx"], self._buffer("gx", x2.shape))  # (T B, m)
         if mask_x is not None:
             gx *= mask_x.reshape(T * B, -1)  # backward through dropout on x
         words, grads["C"] = segment_sum(X.T.ravel(), gx)  # each word's rows of dL/dx added up
         return {k: grads[k] for k in P}, cache["state"], words
 
-    def _step_mm(self, a, b, out):
-        """out = a @ b, a product of the recurrence (one a step each way); on several threads its
-        columns are split among them where it is large (:func:`~nplm_edu.numerics.threads.matmul_columns`)."""
+    def _mm(self, a, b, out):
+        """out = a @ b, a product over all T B positions; on several threads its columns are split
+        among them where it is large (:func:`~nplm_edu.numerics.threads.matmul_columns`)."""
         T = threads()
         if T > 1 and a.shape[0] * b.shape[0] * b.shape[1] >= self.MIN_STEP_WORK:
             return matmul_columns(a, b, out, T)
         return np.matmul(a, b, out=out)
 
+    def _streams(self, loop, resets, per_step: dict, per_row: dict) -> None:
+        """``loop(resets, **arrays)`` over the batch's B streams: ``per_step`` arrays (T or T + 1, B, ...),
+        ``per_row`` arrays (B, ...). Each stream's recurrence is independent of the others', so on
+        several threads each runs a block of the streams (rows) through all T steps, its own products
+        on single-threaded BLAS, meeting the others only at the end; one call when a step's product,
+        B (G h) h multiply-adds, is below MIN_STEP_WORK."""
+        B = next(iter(per_row.values())).shape[0]
+        n = min(threads(), B)
+        if n <= 1 or B * self.params["Wh"].size < self.MIN_STEP_WORK:
+            loop(resets, **per_step, **per_row)
+            return
+
+        def block(i, _):
+            r = slice(*block_range(B, n, i))
+            loop(None if resets is None else resets[r], **{k: a[:, r] for k, a in per_step.items()},
+                 **{k: a[r] for k, a in per_row.items()})
+
+        run_blocks(block, n)
+
     def _grad_Wh(self, gz2, cache, out):
         """dL/dWh (G h, h), one product over all T B positions: dL/dz_t^T h_{t-1}."""
-        return np.matmul(gz2.T, cache["prev"].reshape(gz2.shape[0], -1), out=out)
+        return self._mm(gz2.T, cache["prev"].reshape(gz2.shape[0], -1), out)
 
     def chunk_log_prob(self, X, Y, state, resets=None):
         if type(self.output) is not FullSoftmax:
@@ -168,54 +189,66 @@ class FastRNN(_Fast, ElmanRNN):
     """:class:`~nplm_edu.models.rnn.ElmanRNN`, fast: same parameters, same initial values, same numbers."""
 
     def _recur(self, cache, state, resets):
-        P, z, hs, prev = self.params, cache["z"], cache["hs"], cache["prev"]
-        WhT = P["Wh"].T
-        tmp = self._buffer("tmp", hs[0].shape)
+        hs = cache["hs"]
+        self._streams(self._recur_streams, resets, {"z": cache["z"], "hs": hs, "prev": cache["prev"]},
+                      {"tmp": self._buffer("tmp", hs[0].shape)})
+        cache["state"] = (hs[-1].copy(),)
+
+    def _recur_streams(self, resets, z, hs, prev, tmp):
+        """The forward loop over t, on a block of the streams."""
+        WhT = self.params["Wh"].T
         for t in range(z.shape[0]):
             if resets is not None:
                 np.multiply(hs[t], ~resets[:, t, None], out=prev[t])  # a reset: h_{t-1} := 0
-            self._step_mm(prev[t], WhT, tmp)
+            np.matmul(prev[t], WhT, out=tmp)
             z[t] += tmp  # pre_t = x_t Wx^T + d + h_{t-1} Wh^T
             np.tanh(z[t], out=hs[t + 1])  # h_t
-        cache["state"] = (hs[-1].copy(),)
 
     def _backrecur(self, cache, ga):
-        P, hs, resets = self.params, cache["hs"], cache["resets"]
-        T = ga.shape[0]
         gz = self._buffer("gz", ga.shape)  # dL/dpre_t  (T, B, h)
         gh = self._buffer("gh", ga.shape[1:], zero=True)  # dL/dh_t through step t+1
-        for t in reversed(range(T)):
+        self._streams(self._backrecur_streams, cache["resets"], {"ga": ga, "hs": cache["hs"], "gz": gz}, {"gh": gh})
+        return gz
+
+    def _backrecur_streams(self, resets, ga, hs, gz, gh):
+        """The backward loop over t, on a block of the streams."""
+        Wh = self.params["Wh"]
+        for t in reversed(range(ga.shape[0])):
             gh += ga[t]  # dL/dh_t
             np.multiply(hs[t + 1], hs[t + 1], out=gz[t])
             np.subtract(1, gz[t], out=gz[t])
             gz[t] *= gh  # backward through tanh: (1 - h_t^2) dL/dh_t
-            self._step_mm(gz[t], P["Wh"], gh)  # dL/dh_{t-1}
+            np.matmul(gz[t], Wh, out=gh)  # dL/dh_{t-1}
             if resets is not None:
                 gh *= ~resets[:, t, None]  # backward through a reset
-        return gz
 
 
 class FastLSTM(_Fast, LSTM):
     """:class:`~nplm_edu.models.lstm.LSTM`, fast: same parameters, same initial values, same numbers."""
 
     def _recur(self, cache, state, resets):
-        P, z, hs, h = self.params, cache["z"], cache["hs"], self.config.h
+        z, hs = cache["z"], cache["hs"]
         T = z.shape[0]
         ss = cache["ss"] = self._buffer("ss", hs.shape)  # ss[t + 1] = s_t
         ss[0] = state[1]
         prev_s = ss[:T] if resets is None else self._buffer("prev_s", (T,) + hs.shape[1:])
         cache["prev_s"] = prev_s
-        prev = cache["prev"]
-        WhT = P["Wh"].T
-        tmp = self._buffer("tmp", z.shape[1:])
         tanh_s = cache["tanh_s"] = self._buffer("tanh_s", (T,) + hs.shape[1:])
+        self._streams(self._recur_streams, resets,
+                      {"z": z, "hs": hs, "prev": cache["prev"], "ss": ss, "prev_s": prev_s, "tanh_s": tanh_s},
+                      {"tmp": self._buffer("tmp", z.shape[1:])})
+        cache["state"] = (hs[-1].copy(), ss[-1].copy())
+
+    def _recur_streams(self, resets, z, hs, prev, ss, prev_s, tanh_s, tmp):
+        """The forward loop over t, on a block of the streams."""
+        WhT, h = self.params["Wh"].T, self.config.h
         with np.errstate(over="ignore"):
-            for t in range(T):
+            for t in range(z.shape[0]):
                 if resets is not None:
                     keep = ~resets[:, t, None]
                     np.multiply(hs[t], keep, out=prev[t])  # a reset: h_{t-1} := 0 ...
                     np.multiply(ss[t], keep, out=prev_s[t])  # ... and s_{t-1} := 0
-                self._step_mm(prev[t], WhT, tmp)
+                np.matmul(prev[t], WhT, out=tmp)
                 zt = z[t]
                 zt += tmp  # z_t = x_t Wx^T + h_{t-1} Wh^T + d: the four gates in one product
                 sigmoid_inplace(zt[:, :3 * h])  # i, f, o
@@ -225,19 +258,25 @@ class FastLSTM(_Fast, LSTM):
                 ss[t + 1] += prev_s[t] * f  # s_t = g_t i_t + s_{t-1} f_t
                 np.tanh(ss[t + 1], out=tanh_s[t])
                 np.multiply(o, tanh_s[t], out=hs[t + 1])  # h_t = o_t phi(s_t)
-        cache["state"] = (hs[-1].copy(), ss[-1].copy())
 
     def _backrecur(self, cache, ga):
-        P, gates, resets, h = self.params, cache["z"], cache["resets"], self.config.h
-        T, B = ga.shape[:2]
+        gates, h = cache["z"], self.config.h
+        B = ga.shape[1]
         gz = self._buffer("gz", gates.shape)  # dL/dz_t  (T, B, 4h)
         gh = self._buffer("gh", (B, h), zero=True)  # dL/dh_t through step t+1
         gs = self._buffer("gs", (B, h), zero=True)  # dL/ds_t through step t+1
-        tmp = self._buffer("tmp_b", (B, h))
-        for t in reversed(range(T)):
+        self._streams(self._backrecur_streams, cache["resets"],
+                      {"ga": ga, "gates": gates, "tanh_s": cache["tanh_s"], "prev_s": cache["prev_s"], "gz": gz},
+                      {"gh": gh, "gs": gs, "tmp": self._buffer("tmp_b", (B, h))})
+        return gz
+
+    def _backrecur_streams(self, resets, ga, gates, tanh_s, prev_s, gz, gh, gs, tmp):
+        """The backward loop over t, on a block of the streams."""
+        Wh, h = self.params["Wh"], self.config.h
+        for t in reversed(range(ga.shape[0])):
             i, f, o, g = (gates[t][:, k * h:(k + 1) * h] for k in range(4))
             gi, gf, go, gg = (gz[t][:, k * h:(k + 1) * h] for k in range(4))
-            th = cache["tanh_s"][t]
+            th = tanh_s[t]
             gh += ga[t]  # dL/dh_t
             np.multiply(gh, th, out=go)  # dL/do_t = dL/dh_t phi(s_t)
             np.multiply(th, th, out=tmp)
@@ -247,7 +286,7 @@ class FastLSTM(_Fast, LSTM):
             gs += tmp  # dL/ds_t = dL/ds_t(next) + dL/dh_t o_t (1 - phi(s_t)^2)
             np.multiply(gs, g, out=gi)  # dL/di_t
             np.multiply(gs, i, out=gg)  # dL/dg_t
-            np.multiply(gs, cache["prev_s"][t], out=gf)  # dL/df_t
+            np.multiply(gs, prev_s[t], out=gf)  # dL/df_t
             gs *= f  # dL/ds_{t-1}
             for gk, k in ((gi, i), (gf, f), (go, o)):  # sigma' = sigma (1 - sigma)
                 np.subtract(1, k, out=tmp)
@@ -256,12 +295,11 @@ class FastLSTM(_Fast, LSTM):
             np.multiply(g, g, out=tmp)
             np.subtract(1, tmp, out=tmp)
             gg *= tmp  # phi' = 1 - g^2
-            self._step_mm(gz[t], P["Wh"], gh)  # dL/dh_{t-1}
+            np.matmul(gz[t], Wh, out=gh)  # dL/dh_{t-1}
             if resets is not None:
                 keep = ~resets[:, t, None]
                 gh *= keep  # backward through a reset
                 gs *= keep
-        return gz
 
 
 class FastGRU(_Fast, GRU):
@@ -269,35 +307,46 @@ class FastGRU(_Fast, GRU):
     The gates' buffer holds [z r n] per step; r_t h_{t-1} is kept for dL/dU^n."""
 
     def _recur(self, cache, state, resets):
-        P, z, hs, prev, h = self.params, cache["z"], cache["hs"], cache["prev"], self.config.h
-        Wzr_T, Wn_T = P["Wh"][:2 * h].T, P["Wh"][2 * h:].T  # (h, 2h) U^z, U^r; (h, h) U^n
+        z, hs, prev, h = cache["z"], cache["hs"], cache["prev"], self.config.h
         rp = cache["rp"] = self._buffer("rp", prev.shape)  # rp[t] = r_t h_{t-1}  (T, B, h)
-        tmp, tmp_n = self._buffer("tmp", (z.shape[1], 2 * h)), self._buffer("tmp_n", hs[0].shape)
+        self._streams(self._recur_streams, resets, {"z": z, "hs": hs, "prev": prev, "rp": rp},
+                      {"tmp": self._buffer("tmp", (z.shape[1], 2 * h)), "tmp_n": self._buffer("tmp_n", hs[0].shape)})
+        cache["state"] = (hs[-1].copy(),)
+
+    def _recur_streams(self, resets, z, hs, prev, rp, tmp, tmp_n):
+        """The forward loop over t, on a block of the streams."""
+        P, h = self.params, self.config.h
+        Wzr_T, Wn_T = P["Wh"][:2 * h].T, P["Wh"][2 * h:].T  # (h, 2h) U^z, U^r; (h, h) U^n
         with np.errstate(over="ignore"):
             for t in range(z.shape[0]):
                 if resets is not None:
                     np.multiply(hs[t], ~resets[:, t, None], out=prev[t])  # a reset: h_{t-1} := 0
                 azr, an = z[t][:, :2 * h], z[t][:, 2 * h:]
-                self._step_mm(prev[t], Wzr_T, tmp)
+                np.matmul(prev[t], Wzr_T, out=tmp)
                 azr += tmp  # W^{z,r} x_t + b^{z,r} + U^{z,r} h_{t-1}: both gates in one product
                 sigmoid_inplace(azr)  # z_t, r_t
                 np.multiply(azr[:, h:], prev[t], out=rp[t])  # r_t h_{t-1}: r before the matrix
-                self._step_mm(rp[t], Wn_T, tmp_n)
+                np.matmul(rp[t], Wn_T, out=tmp_n)
                 an += tmp_n
                 np.tanh(an, out=an)  # n_t = phi(W^n x_t + b^n + U^n (r_t h_{t-1}))
                 np.subtract(prev[t], an, out=hs[t + 1])
                 hs[t + 1] *= azr[:, :h]
                 hs[t + 1] += an  # h_t = n_t + z_t (h_{t-1} - n_t) = (1 - z_t) n_t + z_t h_{t-1}
-        cache["state"] = (hs[-1].copy(),)
 
     def _backrecur(self, cache, ga):
-        P, gates, prev, h = self.params, cache["z"], cache["prev"], self.config.h
-        T, B = ga.shape[:2]
-        Wzr, Wn = P["Wh"][:2 * h], P["Wh"][2 * h:]
-        gz = self._buffer("gz", gates.shape)  # dL/d(pre-activations) [z r n]  (T, B, 3h)
+        h, B = self.config.h, ga.shape[1]
+        gz = self._buffer("gz", cache["z"].shape)  # dL/d(pre-activations) [z r n]  (T, B, 3h)
         gh = self._buffer("gh", (B, h), zero=True)  # dL/dh_t through step t+1
-        tmp, grp = self._buffer("tmp_b", (B, h)), self._buffer("grp", (B, h))
-        for t in reversed(range(T)):
+        self._streams(self._backrecur_streams, cache["resets"],
+                      {"ga": ga, "gates": cache["z"], "prev": cache["prev"], "gz": gz},
+                      {"gh": gh, "tmp": self._buffer("tmp_b", (B, h)), "grp": self._buffer("grp", (B, h))})
+        return gz
+
+    def _backrecur_streams(self, resets, ga, gates, prev, gz, gh, tmp, grp):
+        """The backward loop over t, on a block of the streams."""
+        P, h = self.params, self.config.h
+        Wzr, Wn = P["Wh"][:2 * h], P["Wh"][2 * h:]
+        for t in reversed(range(ga.shape[0])):
             z, r, n = (gates[t][:, k * h:(k + 1) * h] for k in range(3))
             gzz, gr, gan = (gz[t][:, k * h:(k + 1) * h] for k in range(3))
             p = prev[t]  # (B, h) h_{t-1}
@@ -310,7 +359,7 @@ class FastGRU(_Fast, GRU):
             np.multiply(n, n, out=tmp)
             np.subtract(1, tmp, out=tmp)
             gan *= tmp  # backward through phi: dL/dan_t
-            self._step_mm(gan, Wn, grp)  # dL/d(r_t h_{t-1})
+            np.matmul(gan, Wn, out=grp)  # dL/d(r_t h_{t-1})
             np.multiply(grp, p, out=gr)  # dL/dr_t
             gh *= z  # dL/dh_{t-1}, the direct (additive) path
             grp *= r
@@ -319,17 +368,16 @@ class FastGRU(_Fast, GRU):
                 np.subtract(1, k, out=tmp)
                 tmp *= k
                 gk *= tmp
-            self._step_mm(gz[t][:, :2 * h], Wzr, tmp)
+            np.matmul(gz[t][:, :2 * h], Wzr, out=tmp)
             gh += tmp  # ... and through the gates
-            if cache["resets"] is not None:
-                gh *= ~cache["resets"][:, t, None]  # backward through a reset
-        return gz
+            if resets is not None:
+                gh *= ~resets[:, t, None]  # backward through a reset
 
     def _grad_Wh(self, gz2, cache, out):
         """dL/dU^{z,r} = dL/dazr_t^T h_{t-1} and dL/dU^n = dL/dan_t^T (r_t h_{t-1}), over all T B positions."""
         h, N = self.config.h, gz2.shape[0]
-        np.matmul(gz2[:, :2 * h].T, cache["prev"].reshape(N, h), out=out[:2 * h])
-        np.matmul(gz2[:, 2 * h:].T, cache["rp"].reshape(N, h), out=out[2 * h:])
+        self._mm(gz2[:, :2 * h].T, cache["prev"].reshape(N, h), out[:2 * h])
+        self._mm(gz2[:, 2 * h:].T, cache["rp"].reshape(N, h), out[2 * h:])
         return out
 
 

@@ -11,7 +11,8 @@ each running single-threaded BLAS on its column block, keep T cores busy.
 - :func:`run_blocks` runs ``fn(i, reduce)`` on threads i = 0 .. T-1 (0 is the caller) and waits;
   ``reduce(buf, op)`` combines the T threads' arrays ("MAX" or "SUM", in a fixed order, so the same
   thread count gives the same numbers), as MPI's Allreduce does between processes;
-- :func:`rowwise`: a loop over blocks of rows on the same threads;
+- :func:`rowwise`: a loop over blocks of rows on the same threads; on it :func:`sum_of_squares`,
+  :func:`scale_inplace` and :func:`sgd_inplace`, the clipping and the SGD step of a large parameter;
 - :func:`matmul_columns`: a product whose columns are split among the same threads;
 - :func:`one_blas_thread`: BLAS on one thread for a whole step whose output layer is split.
 """
@@ -183,16 +184,52 @@ def _alone(buf, op) -> None:
     """The reduction of one block with itself (nothing to combine)."""
 
 
-def rowwise(fn, K: int, size: int) -> None:
+MIN_ROWWISE = 1 << 19  # entries from which a loop over rows is split among threads (2 MB of float32)
+
+
+def rowwise(fn, K: int, size: int) -> list:
     """Run ``fn(lo, hi)`` over blocks of rows 0..K: on :func:`threads` threads when the array is big
-    (numpy releases the GIL inside ufuncs), else in one call. Each row is computed the same way
-    either way, so results do not depend on the number of threads."""
+    (numpy releases the GIL inside ufuncs), else in one call; returns the blocks' results in order.
+    Each row is computed the same way either way, so results do not depend on the number of threads."""
     T = min(threads(), K)
-    if T <= 1 or size < (1 << 19):
-        fn(0, K)
-        return
+    if T <= 1 or size < MIN_ROWWISE:
+        return [fn(0, K)]
     bounds = [K * i // T for i in range(T + 1)]
-    run_blocks(lambda i, _: fn(bounds[i], bounds[i + 1]), T)
+    return run_blocks(lambda i, _: fn(bounds[i], bounds[i + 1]), T)
+
+
+def _pieces(a: np.ndarray, lo: int, hi: int, size: int = 1 << 16):
+    """Rows lo..hi of a in pieces of about ``size`` entries (256 KB of float32: they stay in cache)."""
+    step = max(1, size // max(1, a.size // max(1, len(a))))
+    for r in range(lo, hi, step):
+        yield slice(r, min(r + step, hi))
+
+
+def sum_of_squares(a: np.ndarray) -> float:
+    """The sum of a's squared entries: BLAS's dot product on each block of rows, the blocks' sums
+    added in their order (the same thread count gives the same number)."""
+    a = a.reshape(1) if a.ndim == 0 else a
+    return sum(rowwise(lambda lo, hi: float(np.dot(a[lo:hi].ravel(), a[lo:hi].ravel())), len(a), a.size))
+
+
+def scale_inplace(a: np.ndarray, s) -> None:
+    """In place: a <- s a (s in a's dtype), a block of rows on each thread."""
+    s = a.dtype.type(s)
+
+    def block(lo, hi):
+        a[lo:hi] *= s
+
+    rowwise(block, len(a), a.size)
+
+
+def sgd_inplace(p: np.ndarray, g: np.ndarray, lr: float, weight_decay: float = 0.0) -> None:
+    """In place: p <- p - lr (g + weight_decay p) (without weight decay: p <- p - lr g), the same
+    arithmetic as numpy on the whole arrays, in pieces that stay in cache, a block of rows on each thread."""
+    def block(lo, hi):
+        for r in _pieces(p, lo, hi):
+            p[r] -= lr * (g[r] + weight_decay * p[r]) if weight_decay else lr * g[r]
+
+    rowwise(block, len(p), p.size)
 
 
 def matmul_columns(a: np.ndarray, b: np.ndarray, out: np.ndarray, T: int) -> np.ndarray:

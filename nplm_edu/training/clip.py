@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+import numpy as np  # noqa: F401 -- the doctest's arrays
 
 from ..errors import UserError
+from ..numerics.threads import scale_inplace, sum_of_squares
 
 
 def check_clip(max_norm: float) -> float:
@@ -33,8 +34,9 @@ def check_clip(max_norm: float) -> float:
 
 
 def grad_norm(grads: dict) -> float:
-    """||g||: the Euclidean norm of all the gradients together (each sum of squares in the gradient's dtype)."""
-    return math.sqrt(sum(float(np.dot(g.ravel(), g.ravel())) for g in grads.values()))
+    """||g||: the Euclidean norm of all the gradients together (each sum of squares in the gradient's
+    dtype; a large gradient's on the threads, :func:`~nplm_edu.numerics.threads.sum_of_squares`)."""
+    return math.sqrt(sum(sum_of_squares(g) for g in grads.values()))
 
 
 def clip_grad_norm(grads: dict, max_norm: float) -> float:
@@ -49,5 +51,5 @@ def clip_grad_norm(grads: dict, max_norm: float) -> float:
     if norm > max_norm:  # a NaN norm is left alone: the trainer's guard stops the run on the loss
         scale = max_norm / norm
         for g in grads.values():
-            g *= g.dtype.type(scale)
+            scale_inplace(g, scale)  # g <- g scale, in g's dtype
     return norm

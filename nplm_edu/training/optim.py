@@ -36,6 +36,8 @@ import math
 
 import numpy as np
 
+from ..numerics.threads import scale_inplace, sgd_inplace
+
 def learning_rate(lr: float, decay_rate: float, step: int, lr_decay: float = 1.0, epoch: int = 0) -> float:
     """lr_t = lr / (1 + decay_rate t) * lr_decay^epoch, t = updates done before this one (section 4).
 
@@ -59,13 +61,11 @@ def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed:
         p = params[name]
         if name in rows:
             if weight_decay and name in decayed:
-                p *= p.dtype.type(1 - lr * weight_decay)  # p <- (1 - lr weight_decay) p, every row
+                scale_inplace(p, 1 - lr * weight_decay)  # p <- (1 - lr weight_decay) p, every row
             g *= p.dtype.type(lr)
             p[rows[name]] -= g  # the ids are unique: one subtraction per row
-        elif name in decayed and weight_decay:
-            p -= lr * (g + weight_decay * p)
-        else:
-            p -= lr * g
+        else:  # p -= lr (g + weight_decay p), or p -= lr g (on the threads when p is large)
+            sgd_inplace(p, g, lr, weight_decay if name in decayed else 0.0)
 
 
 def dropout_mask(rng: np.random.Generator, shape: tuple, p: float, dtype) -> np.ndarray | None:
