@@ -260,3 +260,22 @@ def test_recurrent_training_steps_on_T_threads_equal_one_thread(cell, monkeypatc
         np.testing.assert_allclose(got[T][2], got[1][2], rtol=1e-12)
         for k in got[1][1]:
             np.testing.assert_allclose(got[T][1][k], got[1][1][k], rtol=0, atol=1e-12, err_msg=k)
+
+
+def test_one_stream_is_read_with_blas_on_one_thread(monkeypatch):
+    """Evaluation reads one stream (B = 1): its recurrence cannot be split, and BLAS's threads, woken
+    for its small products, would poll for work on the cores the output blocks use; it runs on one."""
+    threads.set_threads(2)
+    if blas.blas_info()["threads"] is None:
+        pytest.skip("numpy's BLAS does not say its thread count")
+    seen = []
+    real = recurrent.FastLSTM._recur_streams
+
+    def spy(self, *args, **kw):
+        seen.append(blas.blas_info()["threads"])
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(recurrent.FastLSTM, "_recur_streams", spy)
+    model = recurrent_model(RecurrentConfig(V=40, m=4, h=5, cell="lstm", seed=0))
+    lp = model.log_prob_stream(np.arange(30) % 40, (np.arange(30) + 1) % 40, chunk=10)
+    assert lp.shape == (30,) and seen == [1, 1, 1] and blas.blas_info()["threads"] == 2

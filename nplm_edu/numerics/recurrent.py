@@ -150,11 +150,13 @@ class _Fast(FastOutput):
         ``per_row`` arrays (B, ...). Each stream's recurrence is independent of the others', so on
         several threads each runs a block of the streams (rows) through all T steps, its own products
         on single-threaded BLAS, meeting the others only at the end; one call when a step's product,
-        B (G h) h multiply-adds, is below MIN_STEP_WORK."""
+        B (G h) h multiply-adds, is below MIN_STEP_WORK (on one BLAS thread: BLAS's threads, woken
+        for products that small, would cost more than they save and keep polling for work after)."""
         B = next(iter(per_row.values())).shape[0]
         n = min(threads(), B)
         if n <= 1 or B * self.params["Wh"].size < self.MIN_STEP_WORK:
-            loop(resets, **per_step, **per_row)
+            with one_blas_thread():
+                loop(resets, **per_step, **per_row)
             return
 
         def block(i, _):
