@@ -17,8 +17,9 @@ from nplm_edu.cli import main
 from nplm_edu.data.corpus import Corpus, CorpusSpec, load_corpus
 from nplm_edu.errors import UserError
 from nplm_edu.experiments import output_layers as ol
-from nplm_edu.experiments.output_energy import energy_slice
-from nplm_edu.experiments.output_methods import METHODS, TimedBackend, build_model, parse_methods, read_class_file
+from nplm_edu.experiments.output_methods import (EXPLICIT, METHODS, TimedBackend, build_model, parse_methods,
+                                                 read_class_file)
+from nplm_edu.models.energy import EnergyNPLM
 from nplm_edu.experiments.protocol import seeds_time_to_quality
 from nplm_edu.models.nplm import NPLMConfig
 from nplm_edu.training.trainer import TrainConfig, train
@@ -36,21 +37,22 @@ def reproduce(tmp_path, *extra, status=0):
 
 
 def test_rows_summaries_and_time_to_quality_recomputed_when_the_reference_arrives(tmp_path):
-    doc = reproduce(tmp_path, "--methods", "tree-huffman", "--energy")
+    doc = reproduce(tmp_path, "--methods", "tree-huffman,energy")
     assert doc["reference"] is None and doc["summary"]["tree-huffman"]["time_to_quality"] is None
     assert doc["protocol"] == ol.QUICK_PROTOCOL.record() and set(doc["grid"]["tree-huffman"]["lr_grid"]) == {"0.3", "1", "3"}
-    energy = json.loads((tmp_path / "ol_energy.json").read_text())
-    assert [r["method"] for r in energy["rows"]] == ["full", "energy"] and energy["rows"][1]["test_ppl"] > 1
-    doc = reproduce(tmp_path, "--methods", "full")  # the reference's rows: the other method's rows recomputed
+    assert set(doc["grid"]["energy"]["lr_grid"]) == {"0.3", "1", "3"}  # the energy network: the same grid and seeds
+    doc = reproduce(tmp_path, "--methods", "full")  # the reference's rows: the other methods' rows recomputed
     runs = {r["run"]: r for r in doc["runs"]}
-    assert sorted(runs) == [f"{m}/seed{s}" for m in ("full", "tree-huffman") for s in (0, 1, 2)]
+    assert sorted(runs) == [f"{m}/seed{s}" for m in ("energy", "full", "tree-huffman") for s in (0, 1, 2)]
     full = [runs[f"full/seed{s}"] for s in (0, 1, 2)]
     best = np.mean([min(e["valid_ppl"] for e in r["history"]) for r in full])
     assert doc["reference"]["best_valid_ppl"]["mean"] == pytest.approx(best) and doc["reference"]["complete"]
-    tree = [runs[f"tree-huffman/seed{s}"] for s in (0, 1, 2)]
-    assert doc["summary"]["tree-huffman"]["time_to_quality"] == seeds_time_to_quality([r["history"] for r in tree], best)
+    for name in ("tree-huffman", "energy"):
+        rows = [runs[f"{name}/seed{s}"] for s in (0, 1, 2)]
+        assert doc["summary"][name]["time_to_quality"] == seeds_time_to_quality([r["history"] for r in rows], best)
+    tree, energy = ([runs[f"{m}/seed{s}"] for s in (0, 1, 2)] for m in ("tree-huffman", "energy"))
     speed = np.mean([r["examples_per_cpu_second"] for r in full])
-    for r in full + tree:
+    for r in full + tree + energy:
         assert 1 < r["test_ppl"] < doc["V"] and (r["stopped_early"] or r["reached_max_epochs"])
         assert all({"valid_ppl", "seconds", "cpu_seconds", "train_cpu_seconds"} <= set(e) for e in r["history"])
         epochs = [e for e in r["history"] if not e.get("timing_partial")]
@@ -61,7 +63,7 @@ def test_rows_summaries_and_time_to_quality_recomputed_when_the_reference_arrive
     assert doc["examples_per_epoch"] == len(load_corpus("synthetic", synthetic_tokens=4000).train) - 4
     assert doc["slice"]["train"] == ol.QUICK_SPLIT[0] and doc["layers"]["ess_min"] == ol.ESS_MIN
     before = (tmp_path / "ol.json").read_text()
-    again = reproduce(tmp_path, "--methods", "full,tree-huffman")  # everything there: nothing trained again
+    again = reproduce(tmp_path, "--methods", "full,tree-huffman,energy")  # everything there: nothing trained again
     assert again["runs"] == json.loads(before)["runs"]
 
 
@@ -214,18 +216,19 @@ def test_class_file_must_cover_the_vocabulary(tmp_path):
     with pytest.raises(UserError, match="expected 'word class'"):
         read_class_file(bad, corpus.vocab)
     assert parse_methods("nce,class-file", str(good)) == ["class-file", "nce"]
-    assert parse_methods(None, None) == [m for m in METHODS if m != "class-file"]
+    assert parse_methods(None, None) == [m for m in METHODS if m not in EXPLICIT]  # energy only when named
+    assert parse_methods(None, str(good)) == [m for m in METHODS if m != "energy"]
+    assert parse_methods("energy,full", None) == ["full", "energy"]
 
 
-def test_energy_slice_has_its_own_vocabulary():
-    corpus = load_corpus("synthetic", synthetic_tokens=8000)
-    small = energy_slice(corpus, (1000, 300, 300), min_count=4)
-    assert [len(small.split(s)) for s in ("train", "valid", "test")] == [1000, 300, 300]
-    counts = np.bincount(small.ids, minlength=small.V)
-    assert (counts[np.arange(small.V) != small.vocab.unk] >= 4).all() and small.V <= corpus.V
-    same = [corpus.vocab.words[i] for i in corpus.train[:50]]  # the same text, words kept or <unk>
-    got = small.vocab.decode(small.train[:50])
-    assert all(g == w or g == "<unk>" for g, w in zip(got, same))
+def test_the_energy_network_is_mlp9_s_shape_with_energies_for_outputs():
+    corpus = load_corpus("synthetic", synthetic_tokens=4000)
+    model, desc = build_model("energy", corpus, NPLMConfig(V=corpus.V, seed=3, **ol.NETWORK), ol.OutputLayersOptions())
+    assert isinstance(model, EnergyNPLM) and desc["cost_per_example"] == corpus.V
+    cfg = model.config
+    assert (cfg.n, cfg.m, cfg.h, cfg.seed, cfg.dtype) == (ol.NETWORK["n"], ol.NETWORK["m"], ol.NETWORK["h"], 3, "float32")
+    ctx, _ = corpus.windows("valid", cfg.n)
+    assert np.allclose(np.exp(model.log_probs(ctx[:5])).sum(axis=1), 1)
 
 
 def test_a_file_written_by_older_code_is_extended_and_each_row_keeps_its_commit(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from ..experiments import beyond, central_claim, lr_sweep, minibatch, ngrams, ou
 from ..models.nplm import NPLMConfig
 from ..training.trainer import TrainConfig
 from ..experiments.common import default_results
+from ..experiments.output_methods import EXPLICIT
 from ..experiments.skeleton import check_not_over
 from .corpus import add_corpus_args, corpus_input, corpus_spec
 from .options import add_options, description, from_options
@@ -183,20 +184,21 @@ def _add_output_layers(sub) -> None:
     q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003, by the comparison protocol "
                                              "(CPU hours on Brown, resumable, parallel)",
                        description="MLP9 trained with each output layer after 2003 (class-factored, tree, "
-                                   "differentiated and adaptive softmaxes, LightRNN, importance sampling, NCE) by one "
+                                   "differentiated and adaptive softmaxes, LightRNN, importance sampling, NCE) and "
+                                   "the energy network of the paper's section 5 by one "
                                    "protocol: the learning rate chosen on validation, three seeds to early "
                                    "stopping, time to the full softmax's quality. Processes given different "
                                    "--methods fill one file.")
     _common(q, _outs("output_layers"))
     quick = ol.QUICK_PROTOCOL
     add_options(q, ol.OutputLayersOptions(), help={
-        "methods": f"methods to run, comma-separated, from {','.join(ol.METHODS)} (default: all but class-file)",
+        "methods": f"methods to run, comma-separated, from {','.join(ol.METHODS)} (default: all but "
+                   f"{' and '.join(EXPLICIT)})",
         "seeds": "seeds to train, e.g. 0,1 (default: the protocol's 0,1,2)",
         "n_classes": "classes of the class-factored softmax and the clustered tree (default round(sqrt |V|))",
         "k_is": "samples per batch for importance sampling (is-ess: the block its sample grows by)",
         "k_nce": "noise samples per batch for NCE",
         "class_file": "a file of 'word class' lines: adds the class-file method (default: none)",
-        "energy": "also train the energy network of section 5 on a slice, 3 epochs, into <out>_energy.json",
         "quick": f"the same pipeline on a slice ({ol.QUICK_SPLIT[0]:,} training tokens) with a quick protocol "
                  f"({quick.grid_epochs} epoch per grid value, at most {quick.max_epochs} epochs, patience "
                  f"{quick.patience}), into {_quick('output_layers')}",

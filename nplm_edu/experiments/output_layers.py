@@ -1,7 +1,8 @@
-"""``python -m nplm_edu reproduce output-layers``: the output layer solved twelve ways, compared by one protocol.
+"""``python -m nplm_edu reproduce output-layers``: the output layer solved fourteen ways, compared by one protocol.
 
 The paper's section 5 proposes a tree-structured output and importance sampling to get around the
-|V|-wide softmax (about 99.3% of MLP9's multiply-adds on Brown); later work added the class-factored
+|V|-wide softmax (about 99.3% of MLP9's multiply-adds on Brown), and an energy-minimization network
+that reads the candidate word's features instead of output weights; later work added the class-factored
 softmax, NCE, the differentiated and the adaptive softmax and LightRNN's word table
 (:mod:`~nplm_edu.experiments.output_methods`).
 This command trains MLP9 of Table 1 (n 5, h 100, m 30, no direct connections) with each output layer
@@ -32,8 +33,9 @@ Two processes (one core each) fill one file, each with its own methods::
 Every run (method, learning rate, seed) trains in its own folder ``<runs-dir>/<out stem>/<method>/``;
 the same command run again resumes where the runs stand, and a seed already in the file is not
 trained again. Split the methods between processes, not one method's seeds: a method's grid runs
-have one writer at a time (a second process is refused in one line). The energy network of section
-5 is compared apart (``--energy``, :mod:`~nplm_edu.experiments.output_energy`).
+have one writer at a time (a second process is refused in one line). The energy network (``energy``)
+and the classes of a file (``class-file``) run only when named: the energy network's epoch costs
+about 75 times the full softmax's.
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ from ..errors import UserError
 from ..models.nplm import NPLMConfig
 from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig
-from .output_energy import run_energy
 from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
                              TimedBackend, build_model, parse_methods, sampled_extra)
 from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_corpus, mean_std,
@@ -69,10 +70,9 @@ CLOCK = "trainer's seconds and cpu_seconds of whole epochs (updates and the vali
 
 @dataclass
 class OutputLayersOptions:
-    """``methods`` (e.g. "full,nce"; None: all), ``seeds`` (e.g. "0,1"; None: the protocol's),
-    ``n_classes`` (None: round(sqrt|V|)), ``k_is`` and ``k_nce`` (samples per batch; is-ess's block),
-    ``class_file`` (adds the class-file method), ``energy`` (also the energy network on a slice,
-    apart), ``quick``, ``runs_dir``, ``force``."""
+    """``methods`` (e.g. "full,nce"; None: all but energy and class-file), ``seeds`` (e.g. "0,1"; None: the
+    protocol's), ``n_classes`` (None: round(sqrt|V|)), ``k_is`` and ``k_nce`` (samples per batch; is-ess's
+    block), ``class_file`` (adds the class-file method), ``quick``, ``runs_dir``, ``force``."""
 
     methods: str | None = None
     seeds: str | None = None
@@ -80,7 +80,6 @@ class OutputLayersOptions:
     k_is: int = 100
     k_nce: int = 25
     class_file: str | None = None
-    energy: bool = False
     quick: bool = False
     runs_dir: str | None = None
     force: bool = False
@@ -178,8 +177,6 @@ def run_output_layers(opts: OutputLayersOptions | None = None, spec: CorpusSpec 
     methods = [make_method(name, corpus, opts, root, quiet) for name in names]  # every layer built before training
     for method in methods:
         run_method(method, corpus, protocol, seeds, root, out, doc, opts.force, quiet, started)
-    if opts.energy:
-        print(f"wrote {run_energy(corpus, TRAIN, NETWORK, out, root, opts.quick, opts.force, quiet)}")
     final = write_rows(out, TARGET, doc, [], protocol, started, finish=finish)  # the summaries of every row there
     print_table(final)
     print(f"wrote {out}")

@@ -1,7 +1,7 @@
 """The methods of ``reproduce output-layers``: one network per output layer and a timed trainer backend.
 
 Every method is MLP9 of Table 1 (n 5, h 100, m 30, no direct connections) with another output
-layer; the classes, trees, frequency bands and proposals are built from the training set only (its
+layer (the energy network: the same n, m and h, its output read off the hidden layer); the classes, trees, frequency bands and proposals are built from the training set only (its
 word counts and bigrams)::
 
     full             the paper's softmax (FusedNPLM, the fast path of Table 1)
@@ -18,6 +18,10 @@ word counts and bigrams)::
     lightrnn         LightRNN (Li et al. 2016): the words in a 134 x 134 table, each read as a row and a
                      column vector and predicted as a row then a column; the table reassigned after
                      every epoch (:mod:`~nplm_edu.experiments.lightrnn_char`)
+    energy           the energy-minimization network of the paper's section 5 (EnergyNPLM): the
+                     candidate word's features C(w_t) join the context's, one energy read off the
+                     hidden units for each of the |V| candidates; named explicitly (not in the
+                     default list: about 75 times the full softmax's epoch, see ``EXPLICIT``)
     is               importance sampling, unigram proposal, k samples (Bengio & Senecal 2003)
     is-adaptive      importance sampling, unigram adapted to the network during training
     is-ess           importance sampling as Bengio & Senecal ran it: the adaptive proposal and the
@@ -44,6 +48,7 @@ from ..errors import UserError
 from ..models.adaptive_softmax import AdaptiveSoftmax
 from ..models.class_softmax import ClassSoftmax, check_n_classes, default_n_classes, frequency_classes
 from ..models.differentiated_softmax import DifferentiatedSoftmax
+from ..models.energy import EnergyConfig, EnergyNPLM
 from ..models.ngram.classes import exchange_classes
 from ..models.nplm import NPLMConfig
 from ..models.sampled_softmax import (AdaptiveImportanceSampling, ESSImportanceSampling, ImportanceSampling,
@@ -58,7 +63,10 @@ from ..training.backends import SerialBackend
 from .lightrnn_char import Reassigning, lightrnn_network
 
 METHODS = ("full", "class-frequency", "class-exchange", "class-file", "tree-huffman", "tree-cluster", "differentiated",
-           "adaptive", "lightrnn", "is", "is-adaptive", "is-ess", "is-target", "nce")
+           "adaptive", "lightrnn", "energy", "is", "is-adaptive", "is-ess", "is-target", "nce")
+# Run only when named: class-file needs a file of classes; energy a hidden layer per candidate word
+# (|V| h tanh per example, forward and backward), an epoch about 75 times the full softmax's on Brown.
+EXPLICIT = ("class-file", "energy")
 EXCHANGE_PASSES = 3  # as the class-based n-grams of Table 1
 BROWN_V = 17_907
 BANDS = (2_000, 6_000)  # frequency ranks where the second and third bands start, for |V| = 17,907
@@ -68,9 +76,10 @@ ESS_MIN, K_MAX = 50.0, 2_000  # is-ess: the effective sample size to reach, the 
 
 
 def parse_methods(text: str | None, class_file: str | None) -> list[str]:
-    """'nce,full' -> ['full', 'nce'] (table order); all by default (class-file only with a class file)."""
+    """'nce,full' -> ['full', 'nce'] (table order); by default all but ``EXPLICIT`` (class-file too when
+    a class file is given)."""
     if text is None:
-        names = [m for m in METHODS if m != "class-file" or class_file]
+        names = [m for m in METHODS if m not in EXPLICIT or (m == "class-file" and class_file)]
     else:
         names = [t.strip().lower() for t in text.split(",") if t.strip()]
         for name in names:
@@ -199,6 +208,9 @@ def build_model(method: str, corpus, net: NPLMConfig, opts, cache: Path | None =
         return FusedNPLM(net), {"cost_per_example": V}
     if method == "lightrnn":
         return lightrnn_network(corpus, net)
+    if method == "energy":  # the paper's section 5: no output weights U, an energy per candidate word
+        model = EnergyNPLM(EnergyConfig(V=V, n=net.n, m=net.m, h=net.h, seed=net.seed))
+        return model, {"cost_per_example": V, "per_candidate": f"a hidden layer of h = {h} (tanh), then v"}
     counts = train_counts(corpus.train, V)
     C = check_n_classes(opts.n_classes, V) if opts.n_classes is not None else default_n_classes(V)
     if method.startswith(("class-", "tree-")):

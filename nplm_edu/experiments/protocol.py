@@ -32,7 +32,11 @@ class-exchange 10, tree-huffman 5, tree-cluster 5, is, is-adaptive, is-target an
 twelve. A method costs 3 grid values x 2 epochs = 6 epochs (the chosen value's 2 are its first seed's
 start), then each seed to early stopping: about 18 epochs if a run stops near epoch 15 (15 + patience
 3), so 6 + 16 + 18 + 18 = 58 epochs, x 240 s = 13,900 s = 3.9 CPU hours for the table; with every
-seed at the 40-epoch cap 6 + 38 + 40 + 40 = 124 epochs, 8.3 hours. The recurrent table
+seed at the 40-epoch cap 6 + 38 + 40 + 40 = 124 epochs, 8.3 hours. The energy network of section 5
+(``energy``, run only when named) is not in that sum: from 8 updates and 1,024 validation windows timed
+alike (niced, load about 10 on the 2 cores), an epoch costs about 5,100 CPU seconds (2.9 a batch of 128,
+4,500 an epoch; 12.5 ms a validation window, 630), about 75 times the full softmax's, so 58 epochs
+would take about 82 CPU hours (176 at the cap). The recurrent table
 (``recurrent.json``: rnn, lstm, gru, lstm-4, nplm-dropout, m = h = 256, on the comparison slice, one
 thread), from one epoch of each timed under the same load (so again high): the LSTM 122 CPU
 seconds an epoch (updates and the validation perplexity over 50,000 words), nplm-dropout 132; the GRU (estimated from its reference, which runs about 1.35 times the fast

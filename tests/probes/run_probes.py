@@ -118,7 +118,7 @@ def first_history(root: Path, proc: subprocess.Popen, seconds: float) -> Path | 
 @probe("kill -9 a sampled output layer (nce) after epoch 1", "the rerun resumes it")
 def kill9_nce(d):
     args = ["reproduce", "output-layers", "--corpus", "synthetic", "--synthetic-tokens", "40000", "--quick",
-            "--methods", "nce", "--seeds", "0", "--no-energy", "--quiet", "--out", d / "o.json", "--runs-dir", d / "R"]
+            "--methods", "nce", "--seeds", "0", "--quiet", "--out", d / "o.json", "--runs-dir", d / "R"]
     p = start(d, *args)
     hist = first_history(d / "R", p, 120)
     if hist is None:
@@ -251,7 +251,7 @@ def two_table1(d):
 @probe("output-layers: same file name in two folders", "the first's checkpoints kept")
 def same_name(d):
     args = ["reproduce", "output-layers", *SYN, "--quick", "--quiet", "--methods", "full", "--seeds", "0",
-            "--no-energy", "--runs-dir", d / "runs"]
+            "--runs-dir", d / "runs"]
     nplm(d, *args, "--out", d / "a" / "ol.json")
     before = {c: c.read_bytes() for c in (d / "runs").rglob("checkpoint.npz")} if (d / "runs").exists() else {}
     p = nplm(d, *args, "--corpus-seed", "1", "--out", d / "b" / "ol.json")  # other settings, same file name
