@@ -131,4 +131,5 @@ def test_one_method_in_words():
         "`tree-huffman`: 10.0 times the full softmax's training examples per CPU second of updates; stopped after "
         "3, 3, 3 epochs; 1.6% higher test perplexity than the full softmax's, beyond the seeds' spread; within 5% of "
         "the full softmax's best validation perplexity after 20 CPU seconds.")
-    assert method_sentence(doc, "nce") == ""  # not in the file: nothing said
+    assert method_sentence(doc, "tree-huffman", "a Huffman tree").startswith("`tree-huffman` (a Huffman tree): 10.0 times")
+    assert method_sentence(doc, "nce", "k = 25") == ""  # not in the file: nothing said

@@ -230,9 +230,10 @@ def quality_sentence(doc: dict, index: int = 0, clock: str = "cpu_seconds") -> s
     return text[0].upper() + text[1:]
 
 
-def method_sentence(doc: dict, method: str) -> str:
-    """One method's row in words: its speed-up per update, its epochs, its test perplexity against the full
-    softmax's (:func:`difference_phrase`) and its time to come within 5% ('' for a method not in the file)."""
+def method_sentence(doc: dict, method: str, label: str = "") -> str:
+    """One method's row in words, after its name and ``label`` in brackets: its speed-up per update, its
+    epochs, its test perplexity against the full softmax's (:func:`difference_phrase`) and its time to come
+    within 5% ('' for a method not in the file)."""
     s = doc.get("summary", {}).get(method)
     if not s:
         return ""
@@ -252,7 +253,7 @@ def method_sentence(doc: dict, method: str) -> str:
     elif q is not None:
         parts.append(f"never within 5% of the full softmax's best validation perplexity (its own best: "
                      f"{q['best_valid_ppl']['mean']:.1f})")
-    return f"`{method}`: " + "; ".join(p for p in parts if p) + "."
+    return f"`{method}`" + (f" ({label})" if label else "") + ": " + "; ".join(p for p in parts if p) + "."
 
 
 def grid_sentence(doc: dict) -> str:
