@@ -57,3 +57,26 @@ def test_column_blocks_combined_give_the_whole_layers_numbers(cuts):
         assert np.array_equal(mx, mx_all) and np.array_equal(yt, y[own, t[own]])
         seen += own.tolist()
     assert sorted(seen) == list(range(7))  # every example's target is in exactly one block
+
+
+@pytest.mark.parametrize("cuts", [(0, 4, 11), (0, 11, 11), (0, 2, 2, 9, 11)])
+def test_blocks_add_their_biases_and_sum_their_columns_as_the_whole_layer(cuts):
+    """A block given its biases b and a buffer gb: y + b's head, and gb = dL/db (the column sums of
+    dL/dy), as the whole layer's on y + b; the target scores include b."""
+    y, t = scores(K=40, seed=3)
+    b = np.random.default_rng(4).standard_normal(11)
+    t[:3] = t[0]  # a target repeated: its -1/K counted each time
+    whole = y + b
+    _, yt_all, mx_all, s_all = softmax_nll(whole, t)
+
+    def reduce(buf, op):
+        gm = (y + b).max(axis=1)
+        buf[:] = gm if op == "MAX" else np.exp(y + b - gm[:, None]).sum(axis=1)
+
+    for lo, hi in zip(cuts, cuts[1:]):
+        blk, gb = y[:, lo:hi].copy(), np.full(hi - lo, np.nan)
+        own, yt, mx, s = softmax_nll(blk, t, lo, reduce, True, b[lo:hi], gb)
+        np.testing.assert_allclose(blk, whole[:, lo:hi], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(gb, whole[:, lo:hi].sum(axis=0), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(s, s_all, rtol=1e-13)
+        assert np.array_equal(mx, mx_all) and np.array_equal(yt, (y + b)[own, t[own]])

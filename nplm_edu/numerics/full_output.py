@@ -73,12 +73,11 @@ class FastOutput:
         def block(i, reduce):
             lo, hi = block_range(self.V, T, i)
             y = self._buffer(f"y{i}", (N, hi - lo))  # (N, B) this block's scores
-            np.matmul(A, P["U"][lo:hi].T, out=y)
-            y += P["b"][lo:hi]
-            own, yt, mx, s = softmax_nll(y, targets, lo, reduce, grad)  # y <- dL/dy of the block
+            np.matmul(A, P["U"][lo:hi].T, out=y)  # b added by the head
+            # y <- dL/dy of the block, gb[lo:hi] <- its column sums
+            own, yt, mx, s = softmax_nll(y, targets, lo, reduce, grad, P["b"][lo:hi], gb[lo:hi] if grad else None)
             if grad:
                 np.matmul(y.T, A, out=gU[lo:hi])  # (B, h)
-                np.sum(y, axis=0, out=gb[lo:hi])
                 np.matmul(y, P["U"][lo:hi], out=parts[i])  # (N, h)
             return own, yt, mx, s
 

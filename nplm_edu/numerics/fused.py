@@ -194,8 +194,9 @@ class FusedNPLM(NPLM):
         self._update_features(cache["ids"], z, go, gx, lr, keep)
         return loss
 
-    def _update_features(self, ids, z, go, gx, lr: float, keep: float) -> None:
-        """The SGD step of H, d and the rows of C, from dL/do (K, h) and dL/dx (K, (n-1)m)."""
+    def _update_features(self, ids, z, go, gx, lr: float, keep: float, decay_C: bool = True) -> None:
+        """The SGD step of H, d and the rows of C, from dL/do (K, h) and dL/dx (K, (n-1)m) (without
+        ``decay_C``, C's weight decay was done already)."""
         P, h = self.params, self.config.h
         gH = go.T @ z[:, h:]  # (h, (n-1)m)
         P["H"] *= keep
@@ -203,7 +204,7 @@ class FusedNPLM(NPLM):
         P["d"] -= lr * go.sum(axis=0)
         words, sums = segment_sum(ids.ravel(), gx.reshape(-1, self.config.m))
         C = P["C"]
-        if keep != 1.0:
+        if keep != 1.0 and decay_C:
             C *= keep  # weight decay on the whole table
         C[words] -= lr * sums  # only the rows of the words in the batch get a gradient step
 
@@ -217,7 +218,7 @@ class FusedNPLM(NPLM):
     def _scores_blocks(self, contexts, targets, T: int, block_step=None):
         """z = [a x], then on T threads the output-block algorithm's forward (section 3.2): thread i
         computes y_i = b_i + [U W]_i [a x] of its units and the head on them (max and sum over all
-        |V| combined across the blocks), then ``block_step(i, y_i, lo, hi)`` if given.
+        |V| combined across the blocks), then ``block_step(i, dL/dy_i, dL/db_i, lo, hi)`` if given.
         Returns (z, ids, dtanh, the target scores (K,), row max (K,), row sum of exp(y - max) (K,))."""
         P, cfg = self.params, self.config
         K, h = len(targets), cfg.h
@@ -229,11 +230,11 @@ class FusedNPLM(NPLM):
         def block(i, reduce):
             lo, hi = block_range(cfg.V, T, i)
             y = self._buffer(f"y{i}", (K, hi - lo))  # this block's scores  (K, B)
-            np.matmul(zD, UW[lo:hi].T, out=y)  # y_i = [U W]_i [a x]
-            y += P["b"][lo:hi]
-            own, yt, mx, s = softmax_nll(y, targets, lo, reduce, grad=block_step is not None)
+            np.matmul(zD, UW[lo:hi].T, out=y)  # y_i = [U W]_i [a x], b_i added by the head
+            gb = None if block_step is None else self._buffer(f"gb{i}", (hi - lo,))  # dL/db_i  (B,)
+            own, yt, mx, s = softmax_nll(y, targets, lo, reduce, block_step is not None, P["b"][lo:hi], gb)
             if block_step is not None:
-                block_step(i, y, lo, hi)
+                block_step(i, y, gb, lo, hi)
             return own, yt, mx, s
 
         yt = np.empty(K, z.dtype)
@@ -251,9 +252,10 @@ class FusedNPLM(NPLM):
         parts = self._buffer("gz_parts", (T, K, width))  # each block's share of dL/d[a x]
         z = self._buffer("z", (K, width))
 
-        def block_step(i, gy, lo, hi):  # gy = dL/dy_i  (K, B)
+        def block_step(i, gy, gb, lo, hi):  # gy = dL/dy_i  (K, B), gb = dL/db_i  (B,)
             np.matmul(gy, UW[lo:hi], out=parts[i, :, :D])  # backward through y_i = [U W]_i [a x]
-            gb = gy.sum(axis=0)  # dL/db_i  (B,)
+            if keep != 1.0:
+                P["C"][lo:hi] *= keep  # weight decay on the table, the same rows as the block's units
             gemm_update(UW[lo:hi], gy, z[:, :D], alpha=-lr, beta=keep)  # [U W]_i <- keep [U W]_i - lr gy^T [a x]
             P["b"][lo:hi] -= lr * gb
 
@@ -264,7 +266,7 @@ class FusedNPLM(NPLM):
             gz[:, :D] += parts[j, :, :D]  # dL/d[a x]: the blocks' shares summed
         gz[:, D:] = 0  # without direct connections y does not depend on x directly
         go, gx = features_backward(P, gz, dtanh, h)
-        self._update_features(ids, z, go, gx, lr, keep)
+        self._update_features(ids, z, go, gx, lr, keep, decay_C=False)  # C decayed by the blocks
         return loss
 
     # ----------------------------------------------------------------- probabilities

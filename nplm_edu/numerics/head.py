@@ -13,6 +13,12 @@ of y (the rows of U, W and b of those units): ``reduce(buf, op)`` then combines 
 ("MAX") and sum of exponentials ("SUM") with the other blocks', so every block is normalised by
 the same sum over all |V| units, and only the examples whose target lies in the block get the
 -1 of the one-hot term. The whole layer is the block lo = 0, B = |V|, with no ``reduce``.
+
+A block makes two passes over its scores, 16 rows at a time so that they stay in cache: the first
+adds the block's biases, subtracts each row's maximum over the block's own units and exponentiates
+(the rows' maxima over all |V| units are known only after ``reduce``; exp(y - q) exp(q - Q) =
+exp(y - Q) rescales each row afterwards), the second scales the rows to dL/dy and adds up its
+columns, dL/db of the block.
 """
 
 from __future__ import annotations
@@ -22,22 +28,69 @@ import numpy as np
 from .threads import rowwise
 
 
-def softmax_nll(y: np.ndarray, targets: np.ndarray, lo: int = 0, reduce=None, grad: bool = True):
+def softmax_nll(y: np.ndarray, targets: np.ndarray, lo: int = 0, reduce=None, grad: bool = True,
+                b: np.ndarray | None = None, gb: np.ndarray | None = None):
     """The head on the scores y (K, B) of output units lo .. lo+B-1, in place: y <- exp(y - max),
     then, with ``grad``, y <- dL/dy = (p - onehot(w_t)) / K (see the module docstring).
 
     Returns (own, yt, mx, s): the rows whose target lies in this block, their target scores (y's
     dtype, read before y is overwritten), and each row's max and sum of exp(y - max) over all
     units (the blocks combined by ``reduce``). For the whole layer, :func:`nll` of (yt, mx, s)
-    is each example's negative log-likelihood."""
+    is each example's negative log-likelihood. With ``reduce`` (a block): ``b`` (B,), the block's
+    biases, is added to y first, and ``gb`` (B,), if given, receives dL/db = the column sums of dL/dy."""
     K, B = y.shape
     own = np.flatnonzero((targets >= lo) & (targets < lo + B))  # examples whose w_t is in this block
     cols = targets[own] - lo
+    if reduce is not None:
+        yt = y[own, cols] if b is None else y[own, cols] + b[cols]  # (len(own),) target scores
+        mx, s, f = _block_softmax(y, reduce, b)  # y <- exp(y + b - q), q: each row's max over the block
+        if grad:
+            _block_grad(y, f / s, own, cols, K, gb)  # backward through softmax + mean NLL
+        return own, yt, mx, s
     yt = y[own, cols]  # (len(own),) target scores, before y is overwritten
-    mx, s = softmax_inplace(y, reduce)  # y <- exp(y - max), s = sum over all |V| units
+    mx, s = softmax_inplace(y)  # y <- exp(y - max), s = sum over all |V| units
     if grad:
         nll_grad_inplace(y, s, own, cols, K)  # backward through softmax + mean NLL
     return own, yt, mx, s
+
+
+def _block_softmax(y: np.ndarray, reduce, b=None):
+    """A block's first pass, in place: y <- exp(y + b - q), q each row's max over the block; then the
+    rows' max Q and sum S over all |V| units (``reduce``). Returns (Q, S, f = exp(q - Q)) (K,)."""
+    K = y.shape[0]
+    q, s = np.full(K, -np.inf, y.dtype), np.zeros(K, y.dtype)  # an empty block: q = -inf, s = 0
+    if y.shape[1]:
+        for r in range(0, K, 16):  # 16 rows at a time, in cache for the 4 passes
+            yb = y[r:r + 16]  # (rows, B)
+            if b is not None:
+                yb += b  # y = b + [U W] [a x] of the block
+            yb.max(axis=1, out=q[r:r + 16])
+            yb -= q[r:r + 16, None]
+            np.exp(yb, out=yb)
+            yb.sum(axis=1, out=s[r:r + 16])
+    mx = q.copy()
+    reduce(mx, "MAX")  # Q: the max over all |V| units
+    f = np.exp(q - mx)  # exp(y - Q) = exp(y - q) f, row by row (0 for an empty block)
+    s *= f
+    reduce(s, "SUM")  # S: the sum of exp(y - Q) over all |V| units
+    return mx, s, f
+
+
+def _block_grad(e: np.ndarray, scale: np.ndarray, rows, cols, K: int, gb=None) -> None:
+    """A block's second pass, in place: e = exp(y - q) <- dL/dy = (e f / S - onehot(w_t)) / K, with
+    scale = f / S (K,); ``gb`` <- its column sums (dL/db of the block)."""
+    scale = (scale.astype(np.float64) / K).astype(e.dtype)[:, None]  # (K, 1)
+    if gb is not None:
+        gb.fill(0)
+    for r in range(0, e.shape[0], 16):  # 16 rows at a time, in cache for both passes
+        eb = e[r:r + 16]
+        eb *= scale[r:r + 16]  # p / K
+        if gb is not None:
+            gb += eb.sum(axis=0)
+    one = e.dtype.type(1.0 / K)
+    e[rows, cols] -= one  # - onehot(w_t) / K, for the targets in this block
+    if gb is not None:
+        np.subtract.at(gb, cols, one)
 
 
 def nll(yt: np.ndarray, mx: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -45,37 +98,22 @@ def nll(yt: np.ndarray, mx: np.ndarray, s: np.ndarray) -> np.ndarray:
     return mx.astype(np.float64) + np.log(s.astype(np.float64)) - yt.astype(np.float64)
 
 
-def softmax_inplace(y: np.ndarray, reduce=None) -> tuple[np.ndarray, np.ndarray]:
-    """In place: y <- exp(y - max y) row by row; returns (row max, row sum of exp(y - max)) in y's dtype.
-
-    ``reduce(buf, op)``, for a block of the columns: combines the row maxima ("MAX") and the sums
-    ("SUM") with the other blocks, so every block is normalised alike."""
+def softmax_inplace(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """In place: y <- exp(y - max y) row by row; returns (row max, row sum of exp(y - max)) in y's dtype."""
     K = y.shape[0]
     mx, s = np.empty(K, y.dtype), np.empty(K, y.dtype)
-    if reduce is None:
-        def block(lo, hi):
-            for r in range(lo, hi, 16):  # 16 rows (1.1 MB on Brown) stay in cache for the 4 passes
-                r2 = min(r + 16, hi)
-                yb = y[r:r2]  # (rows, |V|)
-                m = yb.max(axis=1, keepdims=True)
-                yb -= m  # subtract the max before exponentiating (section 2)
-                np.exp(yb, out=yb)  # unnormalised probabilities in [0, 1]
-                s[r:r2] = yb.sum(axis=1)  # pairwise summation: accurate in float32 too
-                mx[r:r2] = m[:, 0]
 
-        rowwise(block, K, y.size)
-        return mx, s
-    if y.shape[1]:
-        y.max(axis=1, out=mx)
-    else:
-        mx.fill(-np.inf)  # an empty block contributes nothing
-    reduce(mx, "MAX")  # the max over all |V| units
-    for r in range(0, K, 16):  # 16 rows at a time, in cache for the 3 passes
-        yb = y[r:r + 16]  # (rows, B)
-        yb -= mx[r:r + 16, None]
-        np.exp(yb, out=yb)
-        yb.sum(axis=1, out=s[r:r + 16])
-    reduce(s, "SUM")  # the sum over all |V| units
+    def block(lo, hi):
+        for r in range(lo, hi, 16):  # 16 rows (1.1 MB on Brown) stay in cache for the 4 passes
+            r2 = min(r + 16, hi)
+            yb = y[r:r2]  # (rows, |V|)
+            m = yb.max(axis=1, keepdims=True)
+            yb -= m  # subtract the max before exponentiating (section 2)
+            np.exp(yb, out=yb)  # unnormalised probabilities in [0, 1]
+            s[r:r2] = yb.sum(axis=1)  # pairwise summation: accurate in float32 too
+            mx[r:r2] = m[:, 0]
+
+    rowwise(block, K, y.size)
     return mx, s
 
 
