@@ -1,6 +1,7 @@
 """experiments/protocol.py: the learning rate chosen on validation only, seeds summarized as numpy does,
 time to quality on histories with known answers, a killed seed run resumed, rows of two writers kept."""
 
+import hashlib
 import json
 import math
 import time
@@ -351,3 +352,38 @@ def test_rows_of_older_code_take_the_files_commit_and_keep_it_through_merges(cor
     write_rows(out, "output-layers", head, [], protocol, time.monotonic())
     runs = {r["run"]: r["provenance"]["commit"] for r in json.loads(out.read_text())["runs"]}
     assert runs == {"nplm/seed0": OLD, "nplm/seed1": OLD, "nplm/seed2": "new1234", "full/seed0": OLD, "full/seed1": OLD}
+
+
+# --------------------------------------------------------------------------- one corpus for every comparison
+def fingerprint(c) -> dict:
+    """What a run trains on: the corpus's name (in every run's settings), |V|, the split bounds, and
+    hashes of its token ids and of its vocabulary's words."""
+    ids = hashlib.sha256(np.ascontiguousarray(c.ids, dtype=np.int64).tobytes()).hexdigest()[:16]
+    words = hashlib.sha256("\n".join(c.vocab.words).encode()).hexdigest()[:16]
+    return {"name": c.name, "V": c.V, "bounds": [int(b) for b in c.bounds], "ids": ids, "vocab": words}
+
+
+BROWN_VOCAB = "348b72afb8713dc3"
+# The corpora of reproduce output-layers and recurrent as computed by the code the first long runs were
+# trained with (each target's own function then, output_layers.comparison_data and recurrent.the_corpus):
+# rows trained before and after they became one function must see the same data.
+BEFORE = {
+    ("output-layers", "brown", False): ("brown[comparison]", 17907, [200000, 250000], "4c7768cbc6eba3e9", BROWN_VOCAB),
+    ("recurrent", "brown", False): ("brown[comparison]", 17907, [200000, 250000], "4c7768cbc6eba3e9", BROWN_VOCAB),
+    ("output-layers", "brown", True): ("brown[quick]", 17907, [30000, 40000], "42ce26b8465e26a8", BROWN_VOCAB),
+    ("recurrent", "brown", True): ("brown[quick][quick-comparison]", 17907, [5000, 6000], "99badee066c1cb58",
+                                   BROWN_VOCAB),
+    ("output-layers", "synthetic", True): ("synthetic", 47, [3200, 3600], "9590dc5a223f6982", "9b807be2bf8dedce"),
+    ("recurrent", "synthetic", True): ("synthetic", 47, [3200, 3600], "9590dc5a223f6982", "9b807be2bf8dedce"),
+}
+
+
+@pytest.mark.parametrize("target, corpus_name, quick", list(BEFORE))
+def test_one_corpus_function_gives_each_target_the_data_it_trained_on_before(target, corpus_name, quick):
+    from nplm_edu.data.corpus import CorpusSpec
+    from nplm_edu.experiments.protocol import comparison_data
+    from nplm_edu.experiments.recurrent import QUICK_SLICE
+
+    spec = CorpusSpec(corpus="synthetic", synthetic_tokens=4000) if corpus_name == "synthetic" else CorpusSpec(corpus="brown")
+    corpus = comparison_data(spec, quick, QUICK_SLICE if target == "recurrent" else None)
+    assert tuple(fingerprint(corpus).values()) == BEFORE[target, corpus_name, quick]

@@ -15,7 +15,7 @@ import pytest
 from nplm_edu.cli import main
 from nplm_edu.data.corpus import CorpusSpec, load_corpus
 from nplm_edu.experiments import recurrent as rec
-from nplm_edu.experiments.protocol import choose_lr
+from nplm_edu.experiments.protocol import choose_lr, comparison_data
 from nplm_edu.experiments.recurrent_rows import ROWS, parameter_counts, seeded_samples
 from nplm_edu.models.gradcheck import gradcheck
 from nplm_edu.models.rnn import RecurrentConfig
@@ -82,7 +82,7 @@ def test_two_processes_fill_one_file_and_keep_both_rows(tmp_path):
 
 
 def test_the_learning_rate_is_chosen_without_reading_the_test_set(tmp_path):
-    corpus = rec.the_corpus(CorpusSpec(corpus="synthetic"), quick=True)
+    corpus = comparison_data(CorpusSpec(corpus="synthetic"), True, rec.QUICK_SLICE)
     other = replace(corpus, ids=corpus.ids.copy())
     a, b = corpus.bounds
     other.ids[b:] = np.random.default_rng(0).permutation(other.ids[b:])  # another test set

@@ -54,10 +54,10 @@ from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig
 from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
                              TimedBackend, build_model, parse_methods, sampled_extra)
-from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_corpus, mean_std,
+from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_data, mean_std,
                        parse_seeds, run_seeds, seeds_time_to_quality, write_rows)
 from .skeleton import read_results, results_file, runs_for
-from .table1 import QUICK_SPLIT, ROWS, table_corpus
+from .table1 import QUICK_SPLIT, ROWS
 
 TARGET = "output-layers"
 REFERENCE = "full"  # time to quality is measured against this method's best validation perplexity
@@ -93,12 +93,6 @@ def check_options(opts: OutputLayersOptions) -> None:
         k = getattr(opts, name)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise UserError(f"{name} (the number of samples k) must be a whole number >= 1, got {k!r}", setting=name)
-
-
-def comparison_data(spec: CorpusSpec, quick: bool):
-    """The comparison slice of the corpus (:func:`~.protocol.comparison_corpus`); with ``quick`` Table 1's
-    quick slice (the synthetic corpus if Brown is absent)."""
-    return table_corpus(spec, True) if quick else comparison_corpus(spec.load())
 
 
 def header(corpus, opts: OutputLayersOptions) -> dict:

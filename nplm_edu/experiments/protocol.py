@@ -36,17 +36,9 @@ seed at the 40-epoch cap 6 + 38 + 40 + 40 = 124 epochs, 8.3 hours. The energy ne
 (``energy``, run only when named) is not in that sum: from 8 updates and 1,024 validation windows timed
 alike (niced, load about 10 on the 2 cores), an epoch costs about 5,100 CPU seconds (2.9 a batch of 128,
 4,500 an epoch; 12.5 ms a validation window, 630), about 75 times the full softmax's, so 58 epochs
-would take about 82 CPU hours (176 at the cap). The recurrent table
-(``recurrent.json``: rnn, lstm, gru, lstm-4, nplm-dropout, m = h = 256, on the comparison slice, one
-thread), from one epoch of each timed under the same load (so again high): the LSTM 122 CPU
-seconds an epoch (updates and the validation perplexity over 50,000 words), nplm-dropout 132; the GRU (estimated from its reference, which runs about 1.35 times the fast
-LSTM's time an update; its fast path costs less) about 165, lstm-4 (four recurrent steps a word, the output layer once) about
-160, the Elman network about 105: about 685 CPU seconds an epoch of the five rows. A row costs 4 grid
-values x 2 epochs = 8 epochs, then its seeds: 8 + 16 + 18 + 18 = 60 epochs if a run stops near epoch
-15, x 685 s = 41,000 s = 11.4 CPU hours for the table (8 + 38 + 40 + 40 = 126 epochs, 24 hours, with
-every seed at the cap), plus scoring each seed (validation, test with the state carried and reset:
-under an epoch's cost). Two processes, one a core, take about half each: gru and lstm-4 (about 325 s
-an epoch) beside lstm, rnn and nplm-dropout (about 360 s). ``central_claim.json``: 2,256 s wall for all its networks, three
+would take about 82 CPU hours (176 at the cap). The recurrent table (``recurrent.json``): 11.4 CPU
+hours (24 with every seed at the cap), planned in :mod:`~nplm_edu.experiments.recurrent`.
+``central_claim.json``: 2,256 s wall for all its networks, three
 seeds each already, trained to early stopping; a 3-value grid of 2 epochs a network makes it at
 most about 5 times that, 3.1 hours. Total about 3.9 + 11.4 + 3.1 = 18 CPU hours (8.3 + 24 + 3.1 = 35 with every
 run at its cap): about 9 hours (18 at the caps) on two cores.
@@ -63,11 +55,13 @@ from typing import Callable
 
 import numpy as np
 
+from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..training.checkpoint import TrainingDiverged, load_checkpoint, set_params
 from ..training.trainer import train
 from .run_record import adopted, recorded_session, run_provenance, stamped
 from .skeleton import merge_results, read_results, rounded_history, run_folder
+from .table1 import table_corpus
 
 WITHIN = (0.05, 0.01)  # time to quality: within 5% and 1% of the reference's best validation perplexity
 
@@ -138,6 +132,16 @@ COMPARISON_SLICE = (200_000, 50_000, None)
 def comparison_corpus(corpus, sizes=COMPARISON_SLICE):
     """The corpus the comparisons train, validate and test on: the first ``sizes`` tokens of each split."""
     return corpus.head(sizes, "comparison")
+
+
+def comparison_data(spec: CorpusSpec, quick: bool, quick_slice: tuple | None = None):
+    """The corpus a comparison target reads: the comparison slice of ``spec``'s corpus; with ``quick``,
+    Table 1's quick slice instead (the synthetic corpus if Brown is absent), cut to the first
+    ``quick_slice`` = (train, valid, test) tokens when given."""
+    if not quick:
+        return comparison_corpus(spec.load())
+    corpus = table_corpus(spec, True)
+    return corpus if quick_slice is None else corpus.head(quick_slice, "quick-comparison")
 
 
 def parse_seeds(text: str | None, protocol: Protocol) -> tuple:

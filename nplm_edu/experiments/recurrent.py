@@ -20,6 +20,18 @@ and about equal size. Commands::
 Each run (row, learning rate, seed) trains in its own folder under ``<runs-dir>/<out stem>/`` and
 checkpoints there; rerunning the same command resumes. Each seed's row is merged into the results
 file under its lock when it is done, so processes given different rows fill one file.
+
+Compute plan (m = h = 256, on the comparison slice, one thread), from one epoch of each row timed
+under a heavy load (niced beside other work, so these CPU seconds run high, up to about twice an
+unloaded run's): the LSTM 122 CPU seconds an epoch (updates and the validation perplexity over 50,000
+words), nplm-dropout 132; the GRU (estimated from its reference, which runs about 1.35 times the fast
+LSTM's time an update; its fast path costs less) about 165, lstm-4 (four recurrent steps a word, the
+output layer once) about 160, the Elman network about 105: about 685 CPU seconds an epoch of the five
+rows. A row costs 4 grid values x 2 epochs = 8 epochs, then its seeds: 8 + 16 + 18 + 18 = 60 epochs
+if a run stops near epoch 15, x 685 s = 41,000 s = 11.4 CPU hours for the table (8 + 38 + 40 + 40 =
+126 epochs, 24 hours, with every seed at the cap), plus scoring each seed (validation, test with the
+state carried and reset: under an epoch's cost). Two processes, one a core, take about half each: gru
+and lstm-4 (about 325 s an epoch) beside lstm, rnn and nplm-dropout (about 360 s).
 """
 
 from __future__ import annotations
@@ -34,10 +46,9 @@ from ..errors import UserError
 from ..models.rnn import RecurrentConfig
 from ..numerics.threads import one_blas_thread
 from ..training.stream import StreamConfig
-from .protocol import COMPARISON_SLICE, RECURRENT_PROTOCOL, choose_lr, comparison_corpus, parse_seeds, run_seeds
+from .protocol import COMPARISON_SLICE, RECURRENT_PROTOCOL, choose_lr, comparison_data, parse_seeds, run_seeds
 from .recurrent_rows import N, QUICK as QUICK_SIZES, ROWS, RULE, SAMPLES, STREAM, kn5_log_probs, parameter_counts, sizes
 from .skeleton import results_file, runs_for
-from .table1 import table_corpus
 
 QUICK_SLICE = (5_000, 1_000, 1_000)  # --quick: train / valid / test tokens
 QUICK_PROTOCOL = replace(RECURRENT_PROTOCOL, grid_epochs=1, patience=1, max_epochs=2)
@@ -105,12 +116,6 @@ def parse_models(text: str) -> list[str]:
     return sorted(set(models), key=lambda m: (ORDER + tuple(ROWS)).index(m))
 
 
-def the_corpus(spec: CorpusSpec, quick: bool):
-    """The comparison slice of the corpus (with ``quick``, a tiny slice of it)."""
-    corpus = table_corpus(spec, quick)
-    return corpus.head(QUICK_SLICE, "quick-comparison") if quick else comparison_corpus(corpus)
-
-
 def header(corpus, kn: dict, quick: bool) -> dict:
     """What the results file says once, the same for every process filling it."""
     counts = parameter_counts(corpus.V, quick, ORDER)  # the default rows (a row asked for by name: in its seeds' rows)
@@ -139,7 +144,7 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
     protocol = QUICK_PROTOCOL if opts.quick else RECURRENT_PROTOCOL
     names, seeds = parse_models(opts.models), parse_seeds(opts.seeds, protocol)  # checked before any work
     out = results_file(out, "recurrent", opts.quick)
-    corpus = the_corpus(spec, opts.quick)
+    corpus = comparison_data(spec, opts.quick, QUICK_SLICE)
     runs = runs_for(opts.runs_dir, out)
     with one_blas_thread():
         kn = kn5_log_probs(corpus, runs)
