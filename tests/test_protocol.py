@@ -20,6 +20,7 @@ from nplm_edu.experiments.run_record import sessions
 from nplm_edu.experiments.skeleton import merge_results
 from nplm_edu.models.nplm import NPLM, NPLMConfig
 from nplm_edu.training.backends import SerialBackend
+from nplm_edu.training.checkpoint import TrainingDiverged
 from nplm_edu.training.trainer import TrainConfig
 
 TINY = Protocol(lrs=(0.03, 0.3, 3.0), grid_epochs=1, patience=1, max_epochs=3, seeds=(0, 1, 2))
@@ -257,6 +258,21 @@ def test_a_seed_run_diverging_at_the_chosen_rate_ends_there_and_keeps_its_row(co
     assert "try a smaller learning rate" in row["diverged"] and row["epochs"] == 1 and not row["stopped_early"]
     assert math.isfinite(row["valid_ppl"]) and row["valid_ppl"] == pytest.approx(row["history"][0]["valid_ppl"], rel=1e-6)
     assert summary([row])["diverged"] == 1
+
+
+def test_a_seed_diverging_before_its_first_validation_does_not_stop_the_other_seeds(corpus, tmp_path):
+    class DivergingSeed1(SerialBackend):
+        def update(self, *args):
+            loss = super().update(*args)
+            return float("nan") if self.config.seed == 1 else loss  # seed 1: at its first update
+
+    protocol = Protocol(lrs=(0.1, 0.3, 1.0), grid_epochs=1, patience=5, max_epochs=2, seeds=(0, 1, 2))
+    choice = {"lr": 0.3, "grid": {0.1: 9.0, 0.3: 8.0, 1.0: 10.0}}
+    out = tmp_path / "r.json"
+    with pytest.raises(TrainingDiverged, match="no checkpoint was written yet"):  # said, once the others are done
+        run_seeds(nplm_method(corpus.V, backend=DivergingSeed1), corpus, protocol, choice, tmp_path / "runs", out=out,
+                  target="output-layers", doc={"corpus": corpus.name}, seeds=(0, 1, 2))
+    assert [r["run"] for r in json.loads(out.read_text())["runs"]] == ["nplm/seed0", "nplm/seed2"]
 
 
 # --------------------------------------------------------------------------- which code trained each row

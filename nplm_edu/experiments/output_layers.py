@@ -36,6 +36,25 @@ trained again. Split the methods between processes, not one method's seeds: a me
 have one writer at a time (a second process is refused in one line). The energy network (``energy``)
 and the classes of a file (``class-file``) run only when named: the energy network's epoch costs
 about 75 times the full softmax's.
+
+Compute plan (MLP9 on the comparison slice, one thread, the twelve methods besides lightrnn, energy, class-file),
+from epochs timed under a heavy load (niced beside other work, so these CPU seconds run high, up to
+about twice an unloaded run's): one epoch of the full softmax took
+66.8 CPU seconds (59.9 of them in updates, the rest the exact validation perplexity over 50,000
+words), of the class-frequency softmax 11.4 (10.8 in updates). From 100 updates and 5,000 validation
+windows of each, timed alike: the differentiated softmax about 75 s an epoch (its softmax still runs
+over all |V| words), the adaptive softmax 16, is-ess 16 (about 280 samples a batch early in
+training; up to about 70 s if every batch took the 2,000 cap); scaled from the 3-epoch Brown run:
+class-exchange 10, tree-huffman 5, tree-cluster 5, is, is-adaptive, is-target and nce about 10 each
+(their exact validation costs what the full softmax's does): about 240 CPU seconds an epoch of all
+twelve. A method costs 3 grid values x 2 epochs = 6 epochs (the chosen value's 2 are its first seed's
+start), then each seed to early stopping: about 18 epochs if a run stops near epoch 15 (15 + patience
+3), so 6 + 16 + 18 + 18 = 58 epochs, x 240 s = 13,900 s = 3.9 CPU hours for the table; with every
+seed at the 40-epoch cap 6 + 38 + 40 + 40 = 124 epochs, 8.3 hours. The energy network of section 5
+(``energy``, run only when named) is not in that sum: from 8 updates and 1,024 validation windows timed
+alike (niced, load about 10 on the 2 cores), an epoch costs about 5,100 CPU seconds (2.9 a batch of 128,
+4,500 an epoch; 12.5 ms a validation window, 630), about 75 times the full softmax's, so 58 epochs
+would take about 82 CPU hours (176 at the cap).
 """
 
 from __future__ import annotations

@@ -19,24 +19,8 @@ chooses its rate (the schedule does not depend on the epoch count). Rows are key
 seeds 0 and 1 in one, seed 2 in the other) keep every row; the protocol's settings, the grid's
 validation perplexities and the summaries are written beside them.
 
-Compute plan. ``output_layers.json`` (MLP9 on the comparison slice, one thread, twelve methods),
-from epochs timed under a heavy load (niced beside other work, so these CPU seconds run high, up to
-about twice an unloaded run's): one epoch of the full softmax took
-66.8 CPU seconds (59.9 of them in updates, the rest the exact validation perplexity over 50,000
-words), of the class-frequency softmax 11.4 (10.8 in updates). From 100 updates and 5,000 validation
-windows of each, timed alike: the differentiated softmax about 75 s an epoch (its softmax still runs
-over all |V| words), the adaptive softmax 16, is-ess 16 (about 280 samples a batch early in
-training; up to about 70 s if every batch took the 2,000 cap); scaled from the 3-epoch Brown run:
-class-exchange 10, tree-huffman 5, tree-cluster 5, is, is-adaptive, is-target and nce about 10 each
-(their exact validation costs what the full softmax's does): about 240 CPU seconds an epoch of all
-twelve. A method costs 3 grid values x 2 epochs = 6 epochs (the chosen value's 2 are its first seed's
-start), then each seed to early stopping: about 18 epochs if a run stops near epoch 15 (15 + patience
-3), so 6 + 16 + 18 + 18 = 58 epochs, x 240 s = 13,900 s = 3.9 CPU hours for the table; with every
-seed at the 40-epoch cap 6 + 38 + 40 + 40 = 124 epochs, 8.3 hours. The energy network of section 5
-(``energy``, run only when named) is not in that sum: from 8 updates and 1,024 validation windows timed
-alike (niced, load about 10 on the 2 cores), an epoch costs about 5,100 CPU seconds (2.9 a batch of 128,
-4,500 an epoch; 12.5 ms a validation window, 630), about 75 times the full softmax's, so 58 epochs
-would take about 82 CPU hours (176 at the cap). The recurrent table (``recurrent.json``): 11.4 CPU
+Compute plan. ``output_layers.json``: 3.9 CPU hours (8.3 with every seed at the 40-epoch cap), planned
+in :mod:`~nplm_edu.experiments.output_layers`. The recurrent table (``recurrent.json``): 11.4 CPU
 hours (24 with every seed at the cap), planned in :mod:`~nplm_edu.experiments.recurrent`.
 ``central_claim.json``: 2,256 s wall for all its networks, three
 seeds each already, trained to early stopping; a 3-value grid of 2 epochs a network makes it at
@@ -252,29 +236,41 @@ def run_seeds(method: Method, corpus, protocol: Protocol, choice: dict, root, ou
     trained or scored again, and each new row is merged into the file (``target``'s, with ``doc``'s
     header) as soon as it is done (``finish``: what the target adds to the merged file, as
     :func:`write_rows`; ``started``: time.monotonic() when the target began, for the file's wall seconds,
-    default now). Returns the rows of these seeds."""
+    default now). Returns the rows of these seeds; a seed that diverged before its first validation has
+    none: the other seeds train, then its error is raised."""
     started = time.monotonic() if started is None else started
     protocol.validate()
     seeds = protocol.seeds if seeds is None else tuple(seeds)
     if any(s not in protocol.seeds for s in seeds):
         raise UserError(f"seeds {list(seeds)} are not all among the protocol's {list(protocol.seeds)}", setting="seeds")
     done = done_rows(out, target, doc or {}, protocol) if out is not None and not force else {}
-    rows = []
+    rows, unscored = [], []
     for seed in seeds:
         key = f"{method.name}/seed{seed}"
         if key in done and done[key].get("lr") == choice["lr"]:
             rows.append(done[key])
             continue
         try:
-            model, history = train_run(method, corpus, choice["lr"], seed, protocol.max_epochs, protocol, root,
-                                       force, quiet)
-        except TrainingDiverged as e:
-            model, history = diverged_run(method, choice["lr"], seed, root, e)
+            model, history = seed_run(method, corpus, choice["lr"], seed, protocol, root, force, quiet)
+        except TrainingDiverged as e:  # before any epoch was validated: no row; the other seeds go on
+            unscored.append(e)
+            continue
         prov = run_provenance(run_dir(root, method, choice["lr"], seed))
         rows.append(seed_row(method, model, history, corpus, choice, seed, protocol, prov))
         if out is not None:
             write_rows(out, target, doc or {}, rows[-1:], protocol, started, finish=finish)
+    if unscored:
+        raise unscored[0]
     return rows
+
+
+def seed_run(method: Method, corpus, lr: float, seed: int, protocol: Protocol, root, force: bool, quiet: bool):
+    """One seed trained (or resumed) to early stopping or ``max_epochs`` at the chosen ``lr``; a run that
+    diverged ends there (:func:`diverged_run`). Returns (model, history)."""
+    try:
+        return train_run(method, corpus, lr, seed, protocol.max_epochs, protocol, root, force, quiet)
+    except TrainingDiverged as e:
+        return diverged_run(method, lr, seed, root, e)
 
 
 def diverged_run(method: Method, lr: float, seed: int, root, error: TrainingDiverged):
