@@ -172,3 +172,13 @@ def test_architecture_md_names_every_module():
              and not any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) for n in ast.parse(path.read_text()).body)}
     assert not actual - plain - named, f"ARCHITECTURE.md does not name {sorted(actual - plain - named)}"
     assert not named - actual, f"ARCHITECTURE.md names modules that do not exist: {sorted(named - actual)}"
+
+
+def test_the_api_page_shows_every_module():
+    """book/api.md has an automodule for every module with something to read (the package itself, whose
+    one line the page's introduction says, __main__, and a subpackage's __init__.py without a
+    docstring excepted)."""
+    shown = set(re.findall(r"automodule:: ([\w.]+)", (PKG.parent / "book" / "api.md").read_text()))
+    missing = [m for m, path in modules() if m not in shown and m != "nplm_edu" and not m.endswith("__main__")
+               and (path.name != "__init__.py" or ast.get_docstring(ast.parse(path.read_text())))]
+    assert not missing, f"book/api.md does not show {missing}"

@@ -9,7 +9,7 @@ smaller, projected copy of the hidden layer a (K, h): tail i has d_i = h / 4^i f
 
     y_head = b_head + a @ U_head.T                    (K, c_1 + n)   head words, then the n tail tokens
     q_i    = a @ Proj_i.T                             (K, d_i)       the projection of tail i
-    y_i    = b_i + q_i @ U_i.T                        (K, |tail i|)
+    y_i    = b_i + q_i @ U_i.T                        (K, n_i)       n_i: the words of tail i
     log p(w | h) = log softmax(y_head)_w                                      w in the head
     log p(w | h) = log softmax(y_head)_{c_1 + i - 1} + log softmax(y_i)_w     w in tail i
 
@@ -59,7 +59,7 @@ class AdaptiveSoftmax(SparseOutputLayer):
     ``cutoffs``: the head's size and where each tail starts, in frequency ranks; ``counts``
     (|V|,): the training counts that rank the words (None: word ids are ranks); ``div``: tail i
     reads h / div^i features. Parameters: ``U_head`` (c_1 + n, h), ``b_head``; per tail i = 1..n:
-    ``Proj_i`` (d_i, h), ``U_i`` (|tail i|, d_i), ``b_i`` (|tail i|,).
+    ``Proj_i`` (d_i, h), ``U_i`` (n_i, d_i), ``b_i`` (n_i,), n_i the words of tail i.
 
     >>> layer = AdaptiveSoftmax(V=10, h=8, cutoffs=[4, 7])
     >>> P = layer.init_params(np.random.default_rng(0), np.float64)

@@ -8,8 +8,9 @@ share parameters, the input layer no longer grows with |V|, and any string gets 
 
 A word k is spelled c_1 .. c_l from a fixed character inventory, between a begin mark ``{`` and an
 end mark ``}`` and padded with a zero character to L = ``max_len`` + 2 places. Its characters' d
-features, the columns of Q (here rows: Q is (|chars|, d)), form C^k (L, d). For each filter width w
-there are h_w filters F (h_w, w d) (Kim et al. call a filter H; here H is the NPLM's hidden layer)::
+features, the columns of Q (here rows: Q is (A, d) for A characters), form C^k (L, d). For each
+filter width w there are h_w filters F (h_w, w d) (Kim et al. call a filter H; here H is the NPLM's
+hidden layer)::
 
     f^k[i] = tanh(F (C^k[i], .., C^k[i + w - 1]) + b_F)   (L - w + 1, h_w)  the filter over each window
     y^k    = max_i f^k[i]                                 (h_w,)            max-over-time pooling
@@ -94,7 +95,7 @@ def sigmoid(a: np.ndarray) -> np.ndarray:
 class CharInput(InputLayer):
     """Kim et al.'s character-aware input (see the module docstring) for the words ``words``.
 
-    Parameters: ``Q`` (|chars|, d) the character features; per width w ``F_w`` (h_w, w d) and
+    Parameters: ``Q`` (A, d) the features of the A characters (inventory and marks); per width w ``F_w`` (h_w, w d) and
     ``bF_w`` (h_w,); the highway's ``W_H``, ``W_T`` (m, m) and ``b_H``, ``b_T`` (m,).
 
     >>> layer = CharInput(["the", "cat"], CharConfig(d=4, widths=(1, 2), filters=3))
@@ -128,7 +129,7 @@ class CharInput(InputLayer):
         return P
 
     def num_params(self) -> int:
-        """Parameters of the layer: |chars| d + sum_w h_w (w d + 1) + 2 m (m + 1), whatever |V| is."""
+        """Parameters of the layer: A d + sum_w h_w (w d + 1) + 2 m (m + 1) for A characters, whatever |V| is."""
         c = self.char
         return (len(INVENTORY) + 4) * c.d + sum(c.filters * w * (w * c.d + 1) for w in c.widths) + 2 * self.m * (self.m + 1)
 

@@ -7,12 +7,13 @@ those of rank c_{j-1} .. c_j - 1, c_{n+1} = |V|), the hidden layer a (K, h) is c
 slices a_1, ..., a_{n+1} of ``widths`` w_1 + ... + w_{n+1} = h, and band j's output weights read its
 slice only::
 
-    y_w = b_w + U_j[w] . a_j          w in band j, a_j = a[:, o_j : o_j + w_j]      (K, |band j|)
+    y_w = b_w + U_j[w] . a_j          w in band j, a_j = a[:, o_j : o_j + w_j]      (K, n_j)
     p(w | h) = softmax(y)_w           one softmax over all |V| words
 
-The output matrix is block diagonal: sum_j |band j| w_j weights instead of |V| h, and as many
-multiply-adds per example (with w_1 > w_2 > ..., a frequent word gets more weights than a rare one). The
-normalization still runs over the whole vocabulary, so the |V| probabilities sum to 1 exactly.
+The output matrix is block diagonal: sum_j n_j w_j weights (n_j the words of band j) instead of
+|V| h, and as many multiply-adds per example (with w_1 > w_2 > ..., a frequent word gets more
+weights than a rare one). The normalization still runs over the whole vocabulary, so the |V|
+probabilities sum to 1 exactly.
 Backward (mean NLL L over K examples), the full softmax's rule band by band::
 
     dL/dy = (p - 1[w]) / K                                  (K, |V|)
@@ -44,8 +45,8 @@ class DifferentiatedSoftmax(SparseOutputLayer):
 
     ``cutoffs``: where each band after the first starts, in frequency ranks; ``widths``: the slice
     of the hidden layer each band reads (adding up to h); ``counts`` (|V|,): the training counts that
-    rank the words (None: word ids are ranks). Parameters: ``U_j`` (|band j|, w_j) for j = 1..n+1
-    and ``b`` (|V|,) in word-id order.
+    rank the words (None: word ids are ranks). Parameters: ``U_j`` (n_j, w_j) for j = 1..n+1, n_j the
+    words of band j, and ``b`` (|V|,) in word-id order.
 
     >>> layer = DifferentiatedSoftmax(V=10, h=8, cutoffs=[3, 6], widths=[5, 2, 1])
     >>> P = layer.init_params(np.random.default_rng(0), np.float64)

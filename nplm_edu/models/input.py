@@ -5,9 +5,9 @@ look-up table C: x = C(w). An input layer generalizes that step with a small int
 of the output layer's (:mod:`nplm_edu.models.output`):
 
 * ``m``: the width of a word's vector; ``decayed``: its parameters under weight decay;
-* :meth:`~InputLayer.init_params` draws its parameters (a dict of named arrays);
-* :meth:`~InputLayer.forward` maps ids (any shape) to vectors (that shape + (m,)) and a cache;
-* :meth:`~InputLayer.backward` takes that cache and dL/dx and returns its parameters' gradients.
+* :meth:`~nplm_edu.models.input.InputLayer.init_params` draws its parameters (a dict of named arrays);
+* :meth:`~nplm_edu.models.input.InputLayer.forward` maps ids (any shape) to vectors (that shape + (m,)) and a cache;
+* :meth:`~nplm_edu.models.input.InputLayer.backward` takes that cache and dL/dx and returns its parameters' gradients.
 
 :class:`Table` is the paper's C; :class:`~nplm_edu.models.char_input.CharInput` computes x from a
 word's spelling (Kim et al. 2016). :class:`WithInput` puts any input layer under a network written
@@ -30,6 +30,7 @@ class InputLayer:
     decayed: tuple[str, ...] = ()
 
     def init_params(self, rng: np.random.Generator, dtype) -> dict[str, np.ndarray]:
+        """The layer's parameters, drawn from ``rng``: a dict of named arrays of ``dtype``."""
         raise NotImplementedError
 
     def forward(self, params: dict, ids: np.ndarray) -> tuple[np.ndarray, dict]:

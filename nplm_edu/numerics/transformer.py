@@ -5,9 +5,10 @@ On Brown's vocabulary (|V| = 17,907) with m = 128, two blocks and windows of 32 
 the scores, their softmax in several passes, a copy of p for dL/dy and the two products of the
 backward. :class:`FastTransformer` computes the same numbers (equal to the reference in float64, up
 to rounding) with the output layer of :class:`~nplm_edu.numerics.full_output.FastOutput`: the scores
-in one product into a reused buffer, the softmax and dL/dy in place, the paper's section 3.2 output blocks on
-several threads. The blocks themselves are the reference's. Scoring (:meth:`next_log_prob`) reads
-only each window's last position through the same head, without a gradient.
+in one product into a reused buffer, the softmax and dL/dy in place, the paper's section 3.2 output
+blocks on several threads. The blocks themselves are the reference's. Scoring
+(:meth:`FastTransformer.next_log_prob`) reads only each window's last position through the same
+head, without a gradient.
 
 What it buys, measured (CPU seconds of one ``loss_and_grads``, median of 5 alternated with the
 reference's so that both are timed alike, one thread, |V| = 17,907, m = 128, 4 heads, 2 blocks,

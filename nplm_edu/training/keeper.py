@@ -69,8 +69,9 @@ class CheckpointKeeper:
 
     def save(self, params: dict | None, meta: dict, best: dict | None, extra: dict) -> None:
         """Save the run; at an epoch's end (``state.batch_in_epoch == 0``) that is a validated checkpoint,
-        inside an epoch the last validated one is kept aside first (:func:`epoch_copy`). A failed write
-        is one line saying what is kept; parameters that stopped being finite are a divergence."""
+        inside an epoch the last validated one is kept aside first
+        (:func:`~nplm_edu.training.checkpoint.epoch_copy`). A failed write is one line saying what is
+        kept; parameters that stopped being finite are a divergence."""
         if self.path is None:
             return
         at_end, aside, writing = self.state.batch_in_epoch == 0, False, self.path  # the file a failure names
