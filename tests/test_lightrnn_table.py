@@ -74,6 +74,10 @@ def test_reassign_lowers_the_loss_and_lists_rows():
     rows = table_rows(model, corpus.vocab.words, show=4)
     assert 1 <= len(rows) <= 5 and all(1 <= len(r) <= 4 for r in rows)
     assert corpus.vocab.words[0] in rows[0]
+    frequent = table_rows(model, corpus.vocab.words, show=2, frequent_first=True)
+    ids = {w: i for i, w in enumerate(corpus.vocab.words)}
+    assert frequent[0][0] == corpus.vocab.words[0]  # the row of the most frequent word, led by it
+    assert all([ids[w] for w in r] == sorted(ids[w] for w in r) for r in frequent)  # most frequent first
     with pytest.raises(UserError, match="LightRNN's output layer"):
         slot_costs(NPLM(NPLMConfig(V=4, n=2, m=2, h=2)), c[:1], t[:1])
 

@@ -207,14 +207,15 @@ def reassign(model, contexts, targets, k: int = 5, valid=None) -> dict:
             **{f"{name}_after": v for name, v in after.items()}}
 
 
-def table_rows(model, words: list[str], rows=None, show: int = 10) -> list[list[str]]:
+def table_rows(model, words: list[str], rows=None, show: int = 10, frequent_first: bool = False) -> list[list[str]]:
     """The words of some rows of the table (default: the rows of the 5 most frequent words, i.e. of
-    ids 0..4), at most ``show`` per row, in column order."""
+    ids 0..4), at most ``show`` per row, in column order (``frequent_first``: in id order, which is
+    the order of frequency, so that a row is shown by its most frequent words)."""
     layer = light_output(model)
     row, col = rows_cols(model.params, layer.C_t)
     rows = rows if rows is not None else list(dict.fromkeys(row[:5].tolist()))
     out = []
     for i in rows:
-        members = np.flatnonzero(row == i)
-        out.append([words[w] for w in members[np.argsort(col[members])]][:show])
+        members = np.flatnonzero(row == i)  # in id order
+        out.append([words[w] for w in (members if frequent_first else members[np.argsort(col[members])])][:show])
     return out
