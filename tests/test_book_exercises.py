@@ -80,3 +80,16 @@ def test_the_checks_can_fail(tmp_path):
     path.write_text(json.dumps({"cells": [shown, code]}))
     with pytest.raises(AssertionError, match="fails"):
         test_every_chapter_has_a_solution_that_runs("99_x", [path])
+
+
+# pages that ask for more than one thing built: (exercises at least, of which solved by a hidden code cell)
+MANY = {"11_recurrent": (5, 3)}
+
+
+@pytest.mark.parametrize("page", MANY)
+def test_pages_asking_for_several_builds(page):
+    path = ROOT / "book" / f"{page}.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    exercises, solved = len(re.findall(r"`{3,}\{exercise\}", text)), len(solved_in_code(path))
+    assert exercises >= MANY[page][0] and solved >= MANY[page][1], f"{page}: {exercises} exercises, {solved} solved in code"

@@ -428,15 +428,11 @@ OUTPUT_FIGURES = [
      r"(?<!\S)kitchen (\S+) \S+ garden (\S+) \S+ walking", lambda a, b: nth(first_split(a, b))),
     ("10_output_layers", rf"about as frequent as each other, share {W}\.", r"(?<!\S)cat \S+ \S+ dog (\S+) \S+ horse (\S+)",
      lambda a, b: in_words(first_split(a, b))),
-    # chapter 11: |V|; the gradient checks (the largest error, as a power of ten; a cell nbval does not compare)
-    ("11_recurrent", rf"vocabulary as Table 1 \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
+    # chapter 11: the gradient checks (the largest error, as a power of ten; a cell nbval does not compare)
     ("11_recurrent", r"Relative errors of order \$10\^\{(-\d+)\}\$ and below",
      r"network C Wx Wh d U b rnn (\S+) (\S+) (\S+) (\S+) (\S+) (\S+) lstm (\S+) (\S+) (\S+) (\S+) (\S+) (\S+)",
      lambda *errors: power_of_ten(max(errors))),
-    # chapter 11: the small networks on the synthetic grammar against its bound
-    ("11_recurrent", rf"Both come within about {N} of the best perplexity",
-     r"epoch Elman RNN LSTM (?:\d+ [\d.]+ [\d.]+ )*\d+ ([\d.]+) ([\d.]+) (?:<IPython[^>]*> )?the grammar's best possible perplexity: ([\d.]+)",
-     lambda rnn, lstm, best: "/".join(sorted({format(x / best - 1, ".0%") for x in (rnn, lstm)}))),
+    # chapter 11: the small networks against the grammar's bound, and the character-aware section: glued
     # chapter 11: the Brown runs
     ("11_recurrent", rf"\(the NPLM with {W} the parameters,", r"\(ch\. 8\) 4 words ([\d.]+)M .*? Elman RNN, h 256 all ([\d.]+)M",
      lambda nplm, elman: {2: "half"}.get(round(elman / nplm), f"{nplm / elman:.0%} of")),
