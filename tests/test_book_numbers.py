@@ -405,7 +405,6 @@ OUTPUT_FIGURES = [
     ("06_training", rf"after epoch \d+, worse than epoch {N},", r"kept the parameters of epoch (\d+)", None),
     ("06_training", rf"go back to the parameters of epoch {N}:", r"kept the parameters of epoch (\d+)", None),
     # chapter 10: the Brown runs, one method against the full softmax (CPU time)
-    ("10_output_layers", rf"the same split and vocabulary \(\$\|V\| = {TEX}\$\)", rf"corpus brown: {BROWN_V}", None),
     # chapter 10: why the cheap layers are not cheaper (the count of multiply-adds; classes in a batch)
     # 16.5 sits halfway (here and in the tree's row above): output_layers.json has 16.47
     # chapter 10: self-normalization (the synthetic demonstration's figures are glued)
