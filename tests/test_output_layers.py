@@ -289,6 +289,8 @@ def test_bad_targets_and_direct_inputs():
 # --------------------------------------------------------------------------- the energy network (section 5)
 def test_energy_network_gradients_probabilities_and_training():
     from nplm_edu.models.energy import EnergyConfig, EnergyNPLM
+    from nplm_edu.training.backends import SerialBackend
+    from nplm_edu.training.trainer import TrainConfig
 
     model = EnergyNPLM(EnergyConfig(V=11, n=4, m=3, h=5, dtype="float64", seed=2), chunk=3)  # chunks of 3 examples
     rng = np.random.default_rng(0)
@@ -300,9 +302,10 @@ def test_energy_network_gradients_probabilities_and_training():
         assert err < 1e-7, (name, err)
     lp = model.log_probs(c)
     assert np.allclose(np.exp(lp).sum(axis=1), 1.0) and np.allclose(model.log_prob(c, t), lp[np.arange(7), t])
-    loss0 = model.sgd_update(c, t, 0.5, 1e-4)
+    backend = SerialBackend(model, TrainConfig(lr=0.5, weight_decay=1e-4))  # the one SGD rule
+    loss0 = backend.update(c, t, 0.5)
     for _ in range(20):
-        loss = model.sgd_update(c, t, 0.5, 1e-4)
+        loss = backend.update(c, t, 0.5)
     assert loss < loss0  # it learns
     with pytest.raises(UserError):
         EnergyNPLM(EnergyConfig(V=1))

@@ -64,10 +64,11 @@ class EnergyConfig:
 
 class EnergyNPLM(LanguageModel):
     """The energy-minimization network (module docstring). ``params``: C (|V|, m), H (h, n m) whose
-    first m columns read C(w_t), d (h,), v (h,), b (|V|,). ``chunk``: examples per (chunk, |V|, h) array."""
+    first m columns read C(w_t), d (h,), v (h,), b (|V|,). ``chunk``: examples per (chunk, |V|, h) array.
+    The trainer moves it by the one SGD rule (:func:`nplm_edu.training.optim.sgd_step`), weight decay
+    on ``decayed``."""
 
     kind = "energy"
-    fused_sgd = True  # sgd_update
     tied = False
     decayed = ("C", "H", "v")  # weight decay applies to these, never to the biases b, d
 
@@ -166,13 +167,3 @@ class EnergyNPLM(LanguageModel):
         np.add.at(gC, ids.ravel(), (g_oc @ P["H"][:, m:]).reshape(-1, m))  # the context words' rows
         g["C"] = gC
         return loss / K, {k: g[k] for k in P}
-
-    def sgd_update(self, contexts, targets, lr: float, weight_decay: float) -> float:
-        """The paper's rule: p <- p - lr (g + wd p) for C, H, v; p <- p - lr g for b, d."""
-        loss, g = self.loss_and_grads(contexts, targets)
-        for k, gk in g.items():
-            p = self.params[k]
-            if k in self.decayed and weight_decay:
-                p *= p.dtype.type(1 - lr * weight_decay)
-            p -= p.dtype.type(lr) * gk
-        return loss
