@@ -120,6 +120,7 @@ def test_each_target_offers_its_own_options_with_its_dataclass_defaults(capsys):
 
 def test_table1_quick_schema_and_numbers(tmp_path):
     from nplm_edu.data.corpus import load_corpus
+    from nplm_edu.analysis.sampling import seeded_samples
     from nplm_edu.models.ngram import InterpolatedTrigram
     from nplm_edu.training.checkpoint import model_from_checkpoint
 
@@ -158,6 +159,10 @@ def test_table1_quick_schema_and_numbers(tmp_path):
         assert r["test"] == pytest.approx(math.exp(-la.mean()), abs=2e-3)
         mix = math.exp(-np.mean(np.log(0.5 * np.exp(la) + 0.5 * np.exp(lb))))
         assert r["mixtures"]["0.5"]["test"] == pytest.approx(mix, abs=2e-3)
+        # the stored samples: the trained network's, drawn again from its checkpoint with the recorded seeds
+        sm = r["samples"]
+        assert sm["seeds"] == [0, 1, 2] and [len(t.split()) for t in sm["texts"]] == [30, 30, 30]
+        assert sm == seeded_samples(model, corpus)
         even = doc["rows"][f"MLP{int(name[3:]) + 1}"]
         assert even["mix"] and even["network"] == name and even["mix_weight"] == 0.5
         assert (even["valid"], even["test"]) == (r["mixtures"]["0.5"]["valid"], r["mixtures"]["0.5"]["test"])

@@ -4,7 +4,7 @@ book's models on the synthetic grammar are (mostly) grammatical, a uniform model
 import numpy as np
 import pytest
 
-from nplm_edu.analysis.sampling import load_network, reshape, sample, side_by_side
+from nplm_edu.analysis.sampling import load_network, reshape, sample, seeded_samples, side_by_side
 from nplm_edu.data.corpus import load_corpus
 from nplm_edu.data.synthetic import GrammarHMM, split_sentences
 from nplm_edu.errors import UserError
@@ -115,3 +115,17 @@ def test_sampled_ids_are_pinned():
     assert sample(lstm, [1, 2, 5], np.random.default_rng(12), length=12, temperature=0.8, samples=3) == [
         [10, 7, 26, 34, 4, 18, 10, 37, 2, 34, 31, 8], [37, 13, 4, 0, 10, 18, 7, 36, 37, 16, 26, 5],
         [7, 9, 35, 21, 16, 37, 26, 35, 25, 8, 31, 30]]
+
+
+def test_seeded_samples_continue_the_validation_prompt_and_are_fixed_by_their_seeds():
+    corpus = load_corpus("synthetic", synthetic_tokens=8_000)
+    model = FusedNPLM(NPLMConfig(V=corpus.V, n=3, m=8, h=10, seed=1))
+    a = seeded_samples(model, corpus)
+    assert a == seeded_samples(model, corpus)  # the seeds fix the texts
+    assert a["prompt"] == " ".join(corpus.vocab.decode(corpus.valid[:4])) and a["seeds"] == [0, 1, 2]
+    assert [len(t.split()) for t in a["texts"]] == [30, 30, 30] and len(set(a["texts"])) == 3
+    # each text is what the sampler draws with that seed, from that prompt
+    first = sample(model, corpus.valid[:4], np.random.default_rng(1), length=30)[0]
+    assert a["texts"][1] == " ".join(corpus.vocab.decode(first))
+    b = seeded_samples(model, corpus, seeds=(5,), length=7)
+    assert b["seeds"] == [5] and len(b["texts"][0].split()) == 7

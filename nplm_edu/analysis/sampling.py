@@ -117,6 +117,20 @@ def side_by_side(models: dict, vocab, prompt: list[str], seed: int = 0, **kw) ->
             for name, m in models.items()}
 
 
+SAMPLES = {"prompt_words": 4, "seeds": (0, 1, 2), "length": 30}  # what a trained network's results row keeps
+
+
+def seeded_samples(model, corpus, seeds=SAMPLES["seeds"], length: int = SAMPLES["length"],
+                   prompt_words: int = SAMPLES["prompt_words"]) -> dict:
+    """One sample of ``length`` words per seed (each its own Generator), all continuing the first
+    ``prompt_words`` words of the validation split: the prompt, the seeds and the texts, kept beside
+    a trained network's perplexities."""
+    prompt = corpus.valid[:prompt_words]
+    texts = [" ".join(corpus.vocab.decode(sample(model, prompt, np.random.default_rng(s), length=length)[0]))
+             for s in seeds]
+    return {"prompt": " ".join(corpus.vocab.decode(prompt)), "seeds": list(seeds), "texts": texts}
+
+
 def trained_on(meta: dict, corpus) -> bool:
     """Whether a checkpoint's network (its ``meta``) was trained on ``corpus``'s training and
     validation data: the same vocabulary and the same tokens (a window model of any order n, or

@@ -40,7 +40,7 @@ import numpy as np
 from ..analysis.evaluation import r3
 from ..analysis.mixture import batched_log_prob
 from ..analysis.recurrent import gradient_through_time, mixture_with, ppl
-from ..analysis.sampling import sample
+from ..analysis.sampling import SAMPLES, seeded_samples  # noqa: F401  (SAMPLES: read by recurrent.py)
 from ..data.files import atomic_write
 from ..models.ngram import KneserNey
 from ..models.nplm import NPLMConfig
@@ -65,7 +65,6 @@ QUICK = {"m": 32, "h": 32, "batch": 8, "T": 10}  # --quick: a small network on a
 N = 5  # the window rows' order: the NPLM's n, four words of context
 GRAD_K = 50  # steps back of the gradient-through-time measurement
 GRAD_CELLS = ("rnn", "lstm")  # the cells it is measured for
-SAMPLES = {"seeds": (0, 1, 2), "length": 30}  # each seed's row: one sample of 30 words per sampling seed
 
 
 @dataclass(frozen=True)
@@ -228,19 +227,6 @@ def seed_extras(model, corpus, kn: dict, lp: SplitLogProbs, stream: bool = False
         row["gradient_through_time"] = gradient_through_time(model, split_stream(corpus, "valid")[0], K=GRAD_K)
     row["samples"] = seeded_samples(model, corpus)
     return row
-
-
-def sample_prompt(corpus) -> np.ndarray:
-    """The context every row's samples start from: the first n-1 words of the validation split."""
-    return corpus.valid[:N - 1]
-
-
-def seeded_samples(model, corpus, seeds=SAMPLES["seeds"], length: int = SAMPLES["length"]) -> dict:
-    """One sample of ``length`` words per seed (its own Generator), from :func:`sample_prompt`."""
-    prompt = sample_prompt(corpus)
-    texts = [" ".join(corpus.vocab.decode(sample(model, prompt, np.random.default_rng(s), length=length)[0]))
-             for s in seeds]
-    return {"prompt": " ".join(corpus.vocab.decode(prompt)), "seeds": list(seeds), "texts": texts}
 
 
 # --------------------------------------------------------------------------- the KN 5-gram, once

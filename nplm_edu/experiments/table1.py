@@ -47,8 +47,10 @@ history (learning curve), epochs run, train/valid/test perplexity, training and 
 seconds, the mixtures (weight 0.5 = the paper's; one weight learned by EM on validation; one
 weight per trigram context bin), and, on the test set, per frequency bin of the target word
 (by its training count) the number of tokens and the mean log-probability of the network, the
-trigram and the 0.5 mix: aggregates only, never per-token values or text. The paper's numbers
-sit beside ours (full Brown only).
+trigram and the 0.5 mix: aggregates only, never per-token values; and three samples of 30 words drawn
+from the trained network (``analysis.sampling.seeded_samples``: sampling seeds 0, 1 and 2, each
+continuing the first four words of the validation split), the only text the file holds. The
+paper's numbers sit beside ours (full Brown only).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.evaluation import evaluate_row, fit_trigram, r3
+from ..analysis.sampling import seeded_samples
 from ..data.corpus import Corpus, CorpusSpec
 from ..data.files import atomic_write
 from ..errors import UserError
@@ -216,7 +219,7 @@ def row_entries(row: str, model, history: dict, ev: dict, s: dict, full_brown: b
                      for k, v in ev["mix"].items()},
         "test_by_frequency": ev["test_by_frequency"], "history": rounded_history(epochs),
         "seconds_training": round(sum(e["seconds"] for e in epochs), 2),
-        "seconds_evaluation": run["seconds_evaluation"], **stamp}}
+        "seconds_evaluation": run["seconds_evaluation"], "samples": run["samples"], **stamp}}
     even = next((k for k, v in MIXED.items() if v == row), None)  # None: a network beside the table
     if even:
         out[even] = {"row": even, **ROWS[row], "mix": True, "network": row, "mix_weight": 0.5,
@@ -275,7 +278,8 @@ def run_table1(cfg: TrainConfig = TRAIN, opts: Table1Options | None = None, spec
         t0 = time.perf_counter()
         ev = evaluate_row(model, tri, corpus, train_counts)
         stamp = {**provenance(started), "command_explicit": explicit_command(row, s, spec)}
-        run = {"resumed": resumed, "seconds_evaluation": round(time.perf_counter() - t0, 2)}
+        run = {"resumed": resumed, "seconds_evaluation": round(time.perf_counter() - t0, 2),
+               "samples": seeded_samples(model, corpus)}
         new = row_entries(row, model, history, ev, s, full_brown, stamp, run)
         doc = merge_results(out, "table1", doc, new, started, same=("settings",), order=LISTED)
         if not quiet:
