@@ -160,6 +160,8 @@ def test_segment_sum_counts_repeats():
     assert words.tolist() == [0, 1, 4]
     # word 4: rows 0, 2, 3 -> [0+4+6, 1+5+7]
     assert sums.tolist() == [[8, 9], [2, 3], [10, 13]]
+    words, sums = segment_sum(ids[:0], rows[:0])  # no slot (a thread whose block holds no word of the batch)
+    assert words.shape == (0,) and sums.shape == (0, 2)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

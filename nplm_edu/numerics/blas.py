@@ -23,6 +23,8 @@ def segment_sum(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
     Sort the ids, find where each run of equal ids starts, and add each run with
     ``np.add.reduceat``: repeated words all count, at the speed of one sort."""
+    if len(ids) == 0:
+        return ids[:0], rows[:0]
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])

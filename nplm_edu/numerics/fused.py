@@ -194,9 +194,8 @@ class FusedNPLM(NPLM):
         self._update_features(cache["ids"], z, go, gx, lr, keep)
         return loss
 
-    def _update_features(self, ids, z, go, gx, lr: float, keep: float, decay_C: bool = True) -> None:
-        """The SGD step of H, d and the rows of C, from dL/do (K, h) and dL/dx (K, (n-1)m) (without
-        ``decay_C``, C's weight decay was done already)."""
+    def _update_features(self, ids, z, go, gx, lr: float, keep: float) -> None:
+        """The SGD step of H, d and the rows of C, from dL/do (K, h) and dL/dx (K, (n-1)m)."""
         P, h = self.params, self.config.h
         gH = go.T @ z[:, h:]  # (h, (n-1)m)
         P["H"] *= keep
@@ -204,7 +203,7 @@ class FusedNPLM(NPLM):
         P["d"] -= lr * go.sum(axis=0)
         words, sums = segment_sum(ids.ravel(), gx.reshape(-1, self.config.m))
         C = P["C"]
-        if keep != 1.0 and decay_C:
+        if keep != 1.0:
             C *= keep  # weight decay on the whole table
         C[words] -= lr * sums  # only the rows of the words in the batch get a gradient step
 
@@ -218,8 +217,8 @@ class FusedNPLM(NPLM):
     def _scores_blocks(self, contexts, targets, T: int, block_step=None):
         """z = [a x], then on T threads the output-block algorithm's forward (section 3.2): thread i
         computes y_i = b_i + [U W]_i [a x] of its units and the head on them (max and sum over all
-        |V| combined across the blocks), then ``block_step(i, dL/dy_i, dL/db_i, lo, hi)`` if given.
-        Returns (z, ids, dtanh, the target scores (K,), row max (K,), row sum of exp(y - max) (K,))."""
+        |V| combined across the blocks), then ``block_step(i, dL/dy_i, dL/db_i, lo, hi, reduce, ids, dtanh)``
+        if given. Returns (z, ids, dtanh, the target scores (K,), row max (K,), row sum of exp(y - max) (K,))."""
         P, cfg = self.params, self.config
         K, h = len(targets), cfg.h
         UW = self._output_weights()
@@ -234,7 +233,7 @@ class FusedNPLM(NPLM):
             gb = None if block_step is None else self._buffer(f"gb{i}", (hi - lo,))  # dL/db_i  (B,)
             own, yt, mx, s = softmax_nll(y, targets, lo, reduce, block_step is not None, P["b"][lo:hi], gb)
             if block_step is not None:
-                block_step(i, y, gb, lo, hi)
+                block_step(i, y, gb, lo, hi, reduce, ids, dtanh)
             return own, yt, mx, s
 
         yt = np.empty(K, z.dtype)
@@ -244,30 +243,50 @@ class FusedNPLM(NPLM):
 
     def _sgd_update_blocks(self, contexts, targets, lr: float, keep: float, T: int) -> float:
         """:meth:`sgd_update` on T threads, each updating its own rows of [U W] and b; only dL/d[a x]
-        is summed across them (in the order of the blocks)."""
-        P, K, h = self.params, len(targets), self.config.h
+        is summed across them (in the order of the blocks), and the hidden layer's step is shared
+        among them too (:meth:`_features_block`)."""
+        P, K = self.params, len(targets)
         UW = self._output_weights()
         D = UW.shape[1]
-        width = h + (self.config.n - 1) * self.config.m
+        width = self.config.h + (self.config.n - 1) * self.config.m
         parts = self._buffer("gz_parts", (T, K, width))  # each block's share of dL/d[a x]
         z = self._buffer("z", (K, width))
 
-        def block_step(i, gy, gb, lo, hi):  # gy = dL/dy_i  (K, B), gb = dL/db_i  (B,)
-            np.matmul(gy, UW[lo:hi], out=parts[i, :, :D])  # backward through y_i = [U W]_i [a x]
+        def block_step(i, gy, gb, lo, hi, reduce, ids, dtanh):  # gy = dL/dy_i  (K, B), gb = dL/db_i  (B,)
+            gz = parts[i]  # (K, h + (n-1)m)
+            np.matmul(gy, UW[lo:hi], out=gz[:, :D])  # backward through y_i = [U W]_i [a x]
+            gz[:, D:] = 0  # without direct connections y does not depend on x directly
             if keep != 1.0:
                 P["C"][lo:hi] *= keep  # weight decay on the table, the same rows as the block's units
             gemm_update(UW[lo:hi], gy, z[:, :D], alpha=-lr, beta=keep)  # [U W]_i <- keep [U W]_i - lr gy^T [a x]
             P["b"][lo:hi] -= lr * gb
+            reduce(gz, "SUM")  # dL/d[a x]: the blocks' shares summed, on every thread
+            self._features_block(i, T, gz, z, ids, dtanh, lr, keep, (lo, hi), reduce)
 
         z, ids, dtanh, yt, mx, s = self._scores_blocks(contexts, targets, T, block_step)
-        loss = float(np.mean(nll(yt, mx, s)))  # mean negative log-likelihood (before the step)
-        gz = parts[0]
-        for j in range(1, T):
-            gz[:, :D] += parts[j, :, :D]  # dL/d[a x]: the blocks' shares summed
-        gz[:, D:] = 0  # without direct connections y does not depend on x directly
-        go, gx = features_backward(P, gz, dtanh, h)
-        self._update_features(ids, z, go, gx, lr, keep, decay_C=False)  # C decayed by the blocks
-        return loss
+        return float(np.mean(nll(yt, mx, s)))  # mean negative log-likelihood (before the step)
+
+    def _features_block(self, i, T, gz, z, ids, dtanh, lr, keep, units, reduce) -> None:
+        """Thread i's share of :meth:`_update_features`, from dL/d[a x] (``gz``, the same on every
+        thread): dL/dx of its rows of the batch (then gathered from all threads), the SGD step of its
+        rows of H and d, and of the rows of C of the words among its ``units`` (whose decay it did).
+        The threads write disjoint rows, so no update is added twice; the same numbers as one thread."""
+        P, h, m = self.params, self.config.h, self.config.m
+        go = gz[:, :h] * dtanh  # backward through a = tanh(o): dL/do  (K, h), every row
+        r0, r1 = block_range(len(gz), T, i)
+        gx = gz[:, h:]  # dL/dx through the direct connections  (K, (n-1)m)
+        gx[r0:r1] += go[r0:r1] @ P["H"]  # backward through o = d + H x, this thread's rows
+        gx[:r0], gx[r1:] = 0, 0
+        reduce(gx, "SUM")  # every row of dL/dx on every thread; H read by all before it changes
+        h0, h1 = block_range(h, T, i)
+        gH = go[:, h0:h1].T @ z[:, h:]  # dL/dH of this thread's rows  (h1 - h0, (n-1)m)
+        P["H"][h0:h1] *= keep
+        P["H"][h0:h1] -= lr * gH
+        P["d"][h0:h1] -= lr * go[:, h0:h1].sum(axis=0)
+        flat = ids.ravel()  # (K (n-1),) the word of each slot of x
+        mine = (flat >= units[0]) & (flat < units[1])  # the slots whose word is among this block's units
+        words, sums = segment_sum(flat[mine], gx.reshape(-1, m)[mine])
+        P["C"][words] -= lr * sums  # only the rows of the words in the batch get a gradient step
 
     # ----------------------------------------------------------------- probabilities
     def log_probs(self, contexts):
