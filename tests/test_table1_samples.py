@@ -49,3 +49,18 @@ def test_history_difference():
     assert history_difference(a, [dict(a[0])]) == 0.0
     assert history_difference(a, [dict(a[0], train_ppl=10.5)]) == pytest.approx(0.5 / 10.5)
     assert history_difference(a, a + a) == float("inf")
+
+
+def test_chapter_8_prints_the_samples_its_results_file_holds():
+    import html
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    row = json.loads((root / "data/results/table1.json").read_text())["rows"]["MLP9"]
+    nb = json.loads((root / "book/08_training.ipynb").read_text())
+    out = "".join("".join(o.get("data", {}).get("text/html", "")) for c in nb["cells"] if c["cell_type"] == "code"
+                  for o in c.get("outputs", []))
+    if "samples" in row:
+        assert all(html.escape(t) in out for t in row["samples"]["texts"])
+    else:
+        assert "holds no samples of it" in out
