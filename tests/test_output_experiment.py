@@ -17,6 +17,7 @@ from nplm_edu.cli import main
 from nplm_edu.data.corpus import Corpus, CorpusSpec, load_corpus
 from nplm_edu.errors import UserError
 from nplm_edu.experiments import output_layers as ol
+from nplm_edu.experiments import protocol
 from nplm_edu.experiments.output_methods import (EXPLICIT, METHODS, TimedBackend, build_model, parse_methods,
                                                  read_class_file)
 from nplm_edu.models.energy import EnergyNPLM
@@ -114,6 +115,28 @@ def test_the_test_split_is_read_once_per_seed_and_never_for_the_grid(tmp_path, m
     nce = [r for r in doc["runs"] if r["method"] == "nce"]
     assert len(doc["runs"]) >= 4 and all(math.isfinite(r["test_log_Z_mean"]) for r in nce)
     assert Guarded.reads == len(doc["runs"]) + len(nce)  # each seed's test perplexity; NCE's log Z once more
+
+
+def test_each_layer_is_described_in_the_file_and_describe_only_adds_it_without_training(tmp_path, monkeypatch):
+    doc = reproduce(tmp_path, "--methods", "class-exchange,tree-huffman,nce")
+    corpus = ol.comparison_data(SPEC, True)
+    for name in ("class-exchange", "tree-huffman", "nce"):
+        _, desc = build_model(name, corpus, NPLMConfig(V=corpus.V, **ol.NETWORK), ol.OutputLayersOptions(),
+                              tmp_path / "runs" / "ol")
+        assert doc["summary"][name]["layer"] == desc and all(r["layer"] == desc for r in doc["runs"]
+                                                                if r["method"] == name)
+    assert doc["summary"]["class-exchange"]["layer"]["n_classes"] >= 2
+    assert doc["summary"]["tree-huffman"]["layer"]["max_depth"] >= doc["summary"]["tree-huffman"]["layer"]["mean_depth"]
+    bare = json.loads(json.dumps(doc))  # a file written before descriptions were kept
+    for r in bare["runs"]:
+        del r["layer"]
+    (tmp_path / "ol.json").write_text(json.dumps(bare))
+    monkeypatch.setattr(protocol, "train_run", None)  # nothing may train
+    monkeypatch.setattr(ol, "choose_lr", None)
+    described = reproduce(tmp_path, "--describe-only")
+    assert described["summary"] == doc["summary"]  # every number as it was, the descriptions back
+    assert [{k: v for k, v in r.items() if k != "layer"} for r in described["runs"]] == bare["runs"]
+    assert [r["layer"] for r in described["runs"]] == [r["layer"] for r in doc["runs"]]
 
 
 class Killed(Exception):

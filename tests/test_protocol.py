@@ -260,19 +260,38 @@ def test_a_seed_run_diverging_at_the_chosen_rate_ends_there_and_keeps_its_row(co
     assert summary([row])["diverged"] == 1
 
 
-def test_a_seed_diverging_before_its_first_validation_does_not_stop_the_other_seeds(corpus, tmp_path):
+def test_a_seed_diverging_before_its_first_validation_gets_a_row_that_says_so_and_is_not_retried(corpus, tmp_path):
     class DivergingSeed1(SerialBackend):
+        seed1_updates = 0
+
         def update(self, *args):
             loss = super().update(*args)
-            return float("nan") if self.config.seed == 1 else loss  # seed 1: at its first update
+            if self.config.seed == 1:
+                DivergingSeed1.seed1_updates += 1
+                return float("nan")  # seed 1: at its first update
+            return loss
 
     protocol = Protocol(lrs=(0.1, 0.3, 1.0), grid_epochs=1, patience=5, max_epochs=2, seeds=(0, 1, 2))
     choice = {"lr": 0.3, "grid": {0.1: 9.0, 0.3: 8.0, 1.0: 10.0}}
-    out = tmp_path / "r.json"
-    with pytest.raises(TrainingDiverged, match="no checkpoint was written yet"):  # said, once the others are done
-        run_seeds(nplm_method(corpus.V, backend=DivergingSeed1), corpus, protocol, choice, tmp_path / "runs", out=out,
-                  target="output-layers", doc={"corpus": corpus.name}, seeds=(0, 1, 2))
-    assert [r["run"] for r in json.loads(out.read_text())["runs"]] == ["nplm/seed0", "nplm/seed2"]
+    out, method = tmp_path / "r.json", nplm_method(corpus.V, backend=DivergingSeed1)
+
+    def fill():
+        return run_seeds(method, corpus, protocol, choice, tmp_path / "runs", out=out, target="output-layers",
+                         doc={"corpus": corpus.name}, seeds=(0, 1, 2))
+
+    rows = fill()
+    doc = json.loads(out.read_text())
+    assert [r["run"] for r in rows] == [r["run"] for r in doc["runs"]] == ["nplm/seed0", "nplm/seed1", "nplm/seed2"]
+    (bad,) = [r for r in doc["runs"] if r["seed"] == 1]
+    assert "no checkpoint was written yet" in bad["diverged"] and bad["valid_ppl"] is None and bad["test_ppl"] is None
+    assert bad["epochs"] == 0 and bad["history"] == [] and bad["provenance"]["commit"] == common.git_commit()
+    s = doc["summary"]["nplm"]
+    assert s["diverged"] == 1 and s["diverged_unscored"] == [1] and s["seeds"] == [0, 1, 2]
+    assert s["valid_ppl"]["n"] == 2 and s["valid_ppl"]["values"] == [r["valid_ppl"] for r in rows if r["seed"] != 1]
+    assert s["epochs"][1] == 0
+    tried = DivergingSeed1.seed1_updates
+    again = fill()  # a rerun: every row is in the file, seed 1 included, so nothing trains again
+    assert DivergingSeed1.seed1_updates == tried and again == json.loads(out.read_text())["runs"]
 
 
 # --------------------------------------------------------------------------- which code trained each row

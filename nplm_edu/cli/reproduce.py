@@ -203,7 +203,9 @@ def _add_output_layers(sub) -> None:
                  f"({quick.grid_epochs} epoch per grid value, at most {quick.max_epochs} epochs, patience "
                  f"{quick.patience}), into {_quick('output_layers')}",
         "runs_dir": f"where the runs checkpoint {RUNS_DEFAULT}",
-        "force": "train the requested methods' runs again from scratch (and replace a file of other settings)"})
+        "force": "train the requested methods' runs again from scratch (and replace a file of other settings)",
+        "describe_only": "train nothing: write each method's layer description (classes, tree depth, output rows "
+                         "per example) into the results file"})
     q.set_defaults(func=_checked(_output_layers))
 
 

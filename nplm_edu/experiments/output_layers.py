@@ -21,7 +21,9 @@ method's learning rate is chosen on validation from the grid 0.3, 1, 3 (after 2 
   the time to quality: the wall and CPU seconds (whole epochs, validation included) to come within
   5% and 1% of the reference, the mean over the seeds of the full softmax's best validation
   perplexity, or "never" with the best reached (recomputed whenever a row is merged, so whichever
-  process finishes last writes them against every full-softmax seed there);
+  process finishes last writes them against every full-softmax seed there); the layer's description
+  (each row's too: output rows read per example, classes, tree depth, bands, samples), so that a page can
+  show what each layer costs without building it;
 * the protocol's settings, the grid and its validation perplexities, the slice, the layers' settings.
 
 Two processes (one core each) fill one file, each with its own methods::
@@ -29,6 +31,7 @@ Two processes (one core each) fill one file, each with its own methods::
     python -m nplm_edu reproduce output-layers --methods full,nce          # one process
     python -m nplm_edu reproduce output-layers --methods class-exchange,is  # another, the same file
     python -m nplm_edu reproduce output-layers --quick   # a tiny slice, minutes: runs/results/output_layers_quick.json
+    python -m nplm_edu reproduce output-layers --describe-only  # trains nothing: writes the layers' descriptions
 
 Every run (method, learning rate, seed) trains in its own folder ``<runs-dir>/<out stem>/<method>/``;
 the same command run again resumes where the runs stand, and a seed already in the file is not
@@ -61,6 +64,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +95,8 @@ CLOCK = "trainer's seconds and cpu_seconds of whole epochs (updates and the vali
 class OutputLayersOptions:
     """``methods`` (e.g. "full,nce"; None: all but energy and class-file), ``seeds`` (e.g. "0,1"; None: the
     protocol's), ``n_classes`` (None: round(sqrt|V|)), ``k_is`` and ``k_nce`` (samples per batch; is-ess's
-    block), ``class_file`` (adds the class-file method), ``quick``, ``runs_dir``, ``force``."""
+    block), ``class_file`` (adds the class-file method), ``quick``, ``runs_dir``, ``force``; ``describe_only``:
+    nothing trained, the file's layer descriptions written (:func:`describe_layers`)."""
 
     methods: str | None = None
     seeds: str | None = None
@@ -102,6 +107,7 @@ class OutputLayersOptions:
     quick: bool = False
     runs_dir: str | None = None
     force: bool = False
+    describe_only: bool = False
 
 
 def check_options(opts: OutputLayersOptions) -> None:
@@ -154,17 +160,18 @@ def make_method(name: str, corpus, opts: OutputLayersOptions, cache: Path, quiet
 
 
 def run_method(method: Method, corpus, protocol: Protocol, seeds: tuple, root: Path, out: Path, doc: dict,
-               force: bool, quiet: bool, started: float) -> list[dict]:
-    """The grid, then the chosen rate's seeds, each row merged into ``out`` as soon as it is done; a method
-    whose seed diverges is reported and the others go on."""
+               force: bool, quiet: bool, started: float, finished=None) -> list[dict]:
+    """The grid, then the chosen rate's seeds, each row merged into ``out`` as soon as it is done (``finished``:
+    :func:`finish` with the layers' descriptions); a method whose seed diverges is reported and the others go on."""
     try:
         choice = choose_lr(method, corpus, protocol, root, force, quiet)
         grid = ", ".join(f"{lr:g}: {'diverged' if v is None else f'{v:.1f}'}" for lr, v in choice["grid"].items())
         print(f"{method.name}: lr {choice['lr']:g} chosen on validation ({grid})", flush=True)
         rows = run_seeds(method, corpus, protocol, choice, root, out=out, target=TARGET, doc=doc, seeds=seeds,
-                         force=force, quiet=quiet, finish=finish, started=started)
+                         force=force, quiet=quiet, finish=finished or finish, started=started)
         for r in rows:
-            print(f"{r['run']}: {r['epochs']} epochs, valid {r['valid_ppl']:.1f}, test {r['test_ppl']:.1f}"
+            scores = "" if r["valid_ppl"] is None else f", valid {r['valid_ppl']:.1f}, test {r['test_ppl']:.1f}"
+            print(f"{r['run']}: {r['epochs']} epochs{scores}"
                   + (f", diverged: {r['diverged']}" if r.get("diverged") else ""), flush=True)
         return rows
     except TrainingDiverged as e:
@@ -178,6 +185,9 @@ def run_output_layers(opts: OutputLayersOptions | None = None, spec: CorpusSpec 
     started = time.monotonic()
     opts = opts or OutputLayersOptions()
     spec = spec or CorpusSpec(corpus="brown")
+    if opts.describe_only:
+        describe_layers(opts, spec, out, quiet)
+        return results_file(out, TARGET, opts.quick)
     names = parse_methods(opts.methods, opts.class_file)
     check_options(opts)
     protocol = QUICK_PROTOCOL if opts.quick else PROTOCOL
@@ -188,12 +198,35 @@ def run_output_layers(opts: OutputLayersOptions | None = None, spec: CorpusSpec 
     check_file(out, doc, protocol, opts.force)
     root = runs_for(opts.runs_dir, out)
     methods = [make_method(name, corpus, opts, root, quiet) for name in names]  # every layer built before training
+    finished = partial(finish, layers={m.name: m.stamp["layer"] for m in methods})  # each layer described
     for method in methods:
-        run_method(method, corpus, protocol, seeds, root, out, doc, opts.force, quiet, started)
-    final = write_rows(out, TARGET, doc, [], protocol, started, finish=finish)  # the summaries of every row there
+        run_method(method, corpus, protocol, seeds, root, out, doc, opts.force, quiet, started, finished)
+    final = write_rows(out, TARGET, doc, [], protocol, started, finish=finished)  # the summaries of every row there
     print_table(final)
     print(f"wrote {out}")
     return out
+
+
+def describe_layers(opts: OutputLayersOptions | None = None, spec: CorpusSpec | None = None, out=None,
+                    quiet: bool = True) -> dict:
+    """The target's summary step alone: every method in the results file ``out`` is built again (its classes,
+    tree or bands, from the training set; nothing is trained or scored) and the file is rewritten with each
+    row's and each summary's layer description; every trained number stays as it is. For a file written
+    before descriptions were kept (a rerun of the target does the same once its rows are all there)."""
+    started = time.monotonic()
+    opts = opts or OutputLayersOptions()
+    out = results_file(out, TARGET, opts.quick)
+    disk = read_results(out, TARGET)
+    if disk is None or "protocol" not in disk:
+        raise UserError(f"{out} holds no rows of the comparison protocol to describe")
+    corpus = comparison_data(spec or CorpusSpec(corpus="brown"), opts.quick)
+    doc = header(corpus, opts)
+    protocol = QUICK_PROTOCOL if opts.quick else PROTOCOL
+    check_file(out, doc, protocol, force=False)  # the settings the rows were trained with
+    names = [m for m in METHODS if m in disk["summary"]]
+    root = runs_for(opts.runs_dir, out)
+    layers = {name: make_method(name, corpus, opts, root, quiet).stamp["layer"] for name in names}
+    return write_rows(out, TARGET, doc, [], protocol, started, finish=partial(finish, layers=layers))
 
 
 # --------------------------------------------------------------------------- across methods, in every merge
@@ -206,7 +239,7 @@ def update_speed(history: list[dict], per_epoch: int) -> float | None:
 
 def reference_of(runs: list[dict], protocol: dict) -> dict | None:
     """The reference quality: the mean over the full softmax's seeds of their best validation perplexity."""
-    full = sorted((r for r in runs if r["method"] == REFERENCE), key=lambda r: r["seed"])
+    full = sorted((r for r in runs if r["method"] == REFERENCE and r["history"]), key=lambda r: r["seed"])
     if not full:
         return None
     best = mean_std(min(e["valid_ppl"] for e in r["history"]) for r in full)
@@ -236,18 +269,30 @@ def in_order(doc: dict) -> dict:
             "runs": sorted(doc["runs"], key=lambda r: (rank(r["method"]), r["seed"]))}
 
 
-def finish(doc: dict) -> dict:
+def described(rows: list[dict], layer: dict | None) -> dict | None:
+    """A method's layer description: ``layer`` given to each of its rows that has none (in place); the rows'."""
+    for r in rows:
+        if r.get("layer") is None and layer is not None:
+            r["layer"] = layer
+    return next((r["layer"] for r in rows if r.get("layer") is not None), None)
+
+
+def finish(doc: dict, layers: dict | None = None) -> dict:
     """Each seed's per-update speed and its ratio to the full softmax's mean speed; per method the mean
-    ± std of both, of the sampled layers' log Z and self-normalized perplexity, and the time to come
-    within 5% and 1% of the reference (None until a full-softmax row is in the file)."""
+    ± std of both, of the sampled layers' log Z and self-normalized perplexity, the time to come
+    within 5% and 1% of the reference (None until a full-softmax row is in the file), and the layer's
+    description (``layers``: {method: what :func:`~.output_methods.build_model` says of its layer}, given
+    to each row that has none; the summary's is its rows')."""
     runs = doc["runs"]
     with_speeds(runs, doc["examples_per_epoch"])
     ref = reference_of(runs, doc["protocol"])
     for name, s in doc["summary"].items():
         rows = sorted((r for r in runs if r["method"] == name), key=lambda r: r["seed"])
+        s["layer"] = described(rows, (layers or {}).get(name))
+        scored = [r for r in rows if r["valid_ppl"] is not None]  # not a seed diverged before validation
         for key in ("examples_per_cpu_second", "speedup_vs_full", "test_log_Z_mean", "test_ppl_self_normalized"):
-            if all(r.get(key) is not None for r in rows):
-                s[key] = mean_std(r[key] for r in rows)
+            if scored and all(r.get(key) is not None for r in scored):
+                s[key] = mean_std(r[key] for r in scored)
         s["time_to_quality"] = (seeds_time_to_quality([r["history"] for r in rows], ref["best_valid_ppl"]["mean"])
                                 if ref else None)
     return in_order({**doc, "reference": ref})

@@ -22,10 +22,10 @@ validation perplexities and the summaries are written beside them.
 Compute plan. ``output_layers.json``: 3.9 CPU hours (8.3 with every seed at the 40-epoch cap), planned
 in :mod:`~nplm_edu.experiments.output_layers`. The recurrent table (``recurrent.json``): 11.4 CPU
 hours (24 with every seed at the cap), planned in :mod:`~nplm_edu.experiments.recurrent`.
-``central_claim.json``: 2,256 s wall for all its networks, three
-seeds each already, trained to early stopping; a 3-value grid of 2 epochs a network makes it at
-most about 5 times that, 3.1 hours. Total about 3.9 + 11.4 + 3.1 = 18 CPU hours (8.3 + 24 + 3.1 = 35 with every
-run at its cap): about 9 hours (18 at the caps) on two cores.
+``central_claim.json``: 2,256 s wall for all its networks, three seeds each already, trained to early
+stopping; a 3-value grid of 2 epochs a network makes it at most about 5 times that, 3.1 hours. Total
+about 3.9 + 11.4 + 3.1 = 18 CPU hours (8.3 + 24 + 3.1 = 35 with every run at its cap): about 9 hours
+(18 at the caps) on two cores.
 """
 
 from __future__ import annotations
@@ -209,18 +209,23 @@ def choose_lr(method: Method, corpus, protocol: Protocol = PROTOCOL, root=None, 
     return {"lr": min(scored, key=scored.get), "grid": grid, "provenance": prov}
 
 
+def row_head(method: Method, choice: dict, seed: int, provenance: dict | None) -> dict:
+    """What every seed's row begins with: its name, the chosen rate, the grid, the code that trained them."""
+    return {"run": f"{method.name}/seed{seed}", "method": method.name, "seed": seed, "lr": choice["lr"],
+            "lr_grid": {f"{lr:g}": v for lr, v in choice["grid"].items()}, "provenance": provenance,
+            "lr_grid_provenance": {f"{lr:g}": v for lr, v in choice.get("provenance", {}).items()}}
+
+
 def seed_row(method: Method, model, history: dict, corpus, choice: dict, seed: int, protocol: Protocol,
              provenance: dict | None = None) -> dict:
     """The row of one seed: validation and test perplexity of the best parameters (test scored here,
     once), whether the run stopped early or reached ``max_epochs``, its history, and the code that trained
     it and its grid values (``provenance``: :func:`~.run_record.run_provenance` of its run folder)."""
     epochs = history["epochs"]
-    return {"run": f"{method.name}/seed{seed}", "method": method.name, "seed": seed, "lr": choice["lr"],
-            "lr_grid": {f"{lr:g}": v for lr, v in choice["grid"].items()}, "provenance": provenance,
-            "lr_grid_provenance": {f"{lr:g}": v for lr, v in choice.get("provenance", {}).items()},
-            "valid_ppl": method.score(model, corpus, "valid"), "test_ppl": method.score(model, corpus, "test"),
-            "epochs": len(epochs), "best_epoch": history.get("best_epoch"),
-            "stopped_early": bool(history.get("stopped_early")), "diverged": history.get("diverged"),
+    return {**row_head(method, choice, seed, provenance), "valid_ppl": method.score(model, corpus, "valid"),
+            "test_ppl": method.score(model, corpus, "test"), "epochs": len(epochs),
+            "best_epoch": history.get("best_epoch"), "stopped_early": bool(history.get("stopped_early")),
+            "diverged": history.get("diverged"),
             "reached_max_epochs": len(epochs) >= protocol.max_epochs and not history.get("stopped_early"),
             "wall_seconds_training": round(sum(e.get("seconds", 0.0) for e in epochs), 2),
             "cpu_seconds_training": round(sum(e.get("cpu_seconds", 0.0) for e in epochs), 2),
@@ -236,32 +241,36 @@ def run_seeds(method: Method, corpus, protocol: Protocol, choice: dict, root, ou
     trained or scored again, and each new row is merged into the file (``target``'s, with ``doc``'s
     header) as soon as it is done (``finish``: what the target adds to the merged file, as
     :func:`write_rows`; ``started``: time.monotonic() when the target began, for the file's wall seconds,
-    default now). Returns the rows of these seeds; a seed that diverged before its first validation has
-    none: the other seeds train, then its error is raised."""
+    default now). Returns the rows of these seeds; a seed that diverged before its first validation gets
+    a row that says so (:func:`unscored_row`), kept like any other: a rerun does not train it again."""
     started = time.monotonic() if started is None else started
     protocol.validate()
     seeds = protocol.seeds if seeds is None else tuple(seeds)
     if any(s not in protocol.seeds for s in seeds):
         raise UserError(f"seeds {list(seeds)} are not all among the protocol's {list(protocol.seeds)}", setting="seeds")
     done = done_rows(out, target, doc or {}, protocol) if out is not None and not force else {}
-    rows, unscored = [], []
+    rows = []
     for seed in seeds:
         key = f"{method.name}/seed{seed}"
         if key in done and done[key].get("lr") == choice["lr"]:
             rows.append(done[key])
             continue
+        folder = run_dir(root, method, choice["lr"], seed)
         try:
             model, history = seed_run(method, corpus, choice["lr"], seed, protocol, root, force, quiet)
-        except TrainingDiverged as e:  # before any epoch was validated: no row; the other seeds go on
-            unscored.append(e)
-            continue
-        prov = run_provenance(run_dir(root, method, choice["lr"], seed))
-        rows.append(seed_row(method, model, history, corpus, choice, seed, protocol, prov))
+            rows.append(seed_row(method, model, history, corpus, choice, seed, protocol, run_provenance(folder)))
+        except TrainingDiverged as e:  # before any epoch was validated: a row that says so
+            rows.append(unscored_row(method, choice, seed, run_provenance(folder), e))
         if out is not None:
             write_rows(out, target, doc or {}, rows[-1:], protocol, started, finish=finish)
-    if unscored:
-        raise unscored[0]
     return rows
+
+
+def unscored_row(method: Method, choice: dict, seed: int, provenance: dict, error: TrainingDiverged) -> dict:
+    """A seed diverged before its first validation: no score, no epochs; counted by :func:`summary`, not averaged."""
+    return {**row_head(method, choice, seed, provenance), "valid_ppl": None, "test_ppl": None, "epochs": 0,
+            "best_epoch": None, "stopped_early": False, "diverged": str(error), "reached_max_epochs": False,
+            "wall_seconds_training": 0.0, "cpu_seconds_training": 0.0, "history": []}
 
 
 def seed_run(method: Method, corpus, lr: float, seed: int, protocol: Protocol, root, force: bool, quiet: bool):
@@ -337,17 +346,19 @@ ALSO_SUMMED = ("mix_test_ppl", "test_reset_ppl")  # summarized too when every se
 
 
 def summary(rows: list[dict]) -> dict:
-    """Validation and test perplexity over the seeds: mean ± std and each seed's value (also of
-    ``ALSO_SUMMED`` when the rows have them); how many runs stopped early and how many reached
-    the epoch cap."""
+    """Validation and test perplexity over the scored seeds: mean ± std and each seed's value (also of
+    ``ALSO_SUMMED`` when the rows have them); how many runs stopped early, reached the epoch cap or
+    diverged, and which seeds diverged before any validation (no score)."""
     rows = sorted(rows, key=lambda r: r["seed"])
-    more = {k: mean_std(r[k] for r in rows) for k in ALSO_SUMMED if rows and all(r.get(k) is not None for r in rows)}
+    ok = [r for r in rows if r["valid_ppl"] is not None]  # a seed diverged before validation has no score
+    more = {k: mean_std(r[k] for r in ok) for k in ALSO_SUMMED if ok and all(r.get(k) is not None for r in ok)}
     return {"seeds": [r["seed"] for r in rows], "lr": rows[0]["lr"] if rows else None,
-            "valid_ppl": mean_std(r["valid_ppl"] for r in rows), "test_ppl": mean_std(r["test_ppl"] for r in rows),
+            "valid_ppl": mean_std(r["valid_ppl"] for r in ok), "test_ppl": mean_std(r["test_ppl"] for r in ok),
             **more,
             "epochs": [r["epochs"] for r in rows], "stopped_early": sum(bool(r["stopped_early"]) for r in rows),
             "reached_max_epochs": sum(bool(r["reached_max_epochs"]) for r in rows),
-            "diverged": sum(bool(r.get("diverged")) for r in rows)}
+            "diverged": sum(bool(r.get("diverged")) for r in rows),
+            "diverged_unscored": [r["seed"] for r in rows if r["valid_ppl"] is None]}
 
 
 def time_to_quality(history, reference_best: float, within=WITHIN, clock=("seconds", "cpu_seconds")) -> list[dict]:
@@ -385,5 +396,5 @@ def seeds_time_to_quality(histories: list, reference_best: float, within=WITHIN,
         out.append({"within": w, "target_ppl": reference_best * (1 + w), "reached": len(hits), "seeds": len(per_seed),
                     "wall_seconds": mean_std(h["wall_seconds"] for h in hits),
                     "cpu_seconds": mean_std(h["cpu_seconds"] for h in hits if h["cpu_seconds"] is not None),
-                    "best_valid_ppl": mean_std(s[i]["best_valid_ppl"] for s in per_seed)})
+                    "best_valid_ppl": mean_std(b for s in per_seed if (b := s[i]["best_valid_ppl"]) is not None)})
     return out
