@@ -16,7 +16,8 @@ method's learning rate is chosen on validation from the grid 0.3, 1, 3 (after 2 
 * per seed (``runs``): the history of every epoch (validation perplexity, wall ``seconds`` and
   ``cpu_seconds``, the seconds spent in updates), validation and test perplexity of the best
   parameters, whether the run stopped early or reached the epoch cap, the per-update speed
-  (training examples per CPU second of updates) and its ratio to the full softmax's mean;
+  (training examples per CPU second of updates) and its ratio to the full softmax's mean; for
+  lightrnn, each epoch's reassignment (perplexities before and after) and rows of the learned table;
 * per method (``summary``): mean ± standard deviation over the seeds (each seed's value kept), and
   the time to quality: the wall and CPU seconds (whole epochs, validation included) to come within
   5% and 1% of the reference, the mean over the seeds of the full softmax's best validation
@@ -73,7 +74,8 @@ from ..analysis.comparison import HEAD, comparison_rows
 from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..models.nplm import NPLMConfig
-from ..training.checkpoint import TrainingDiverged
+from ..models.lightrnn_table import table_rows
+from ..training.checkpoint import TrainingDiverged, load_checkpoint, set_params
 from ..training.trainer import TrainConfig
 from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
                              TimedBackend, build_model, parse_methods, sampled_extra)
@@ -88,6 +90,7 @@ NETWORK = ROWS["MLP9"]
 TRAIN = TrainConfig(batch=128, decay_rate=1e-4, weight_decay=1e-4, threads=1)  # Table 1's; lr, seed, epochs,
 # patience come from the protocol
 QUICK_PROTOCOL = Protocol(lrs=PROTOCOL.lrs, grid_epochs=1, patience=1, max_epochs=3, seeds=PROTOCOL.seeds)
+ROW_WORDS = 8  # LightRNN's learned table in a results file: each row shown by its 8 most frequent words
 CLOCK = "trainer's seconds and cpu_seconds of whole epochs (updates and the validation perplexity)"
 
 
@@ -156,7 +159,37 @@ def make_method(name: str, corpus, opts: OutputLayersOptions, cache: Path, quiet
         cfg = replace(TRAIN, lr=lr, seed=seed)
         return model, cfg, (LightRNNBackend if name == "lightrnn" else TimedBackend)(model, cfg)
 
-    return Method(name, build, stamp={"layer": desc, "class_file": opts.class_file}, extra=sampled_extra)
+    return Method(name, build, stamp={"layer": desc, "class_file": opts.class_file},
+                  extra=learned_table if name == "lightrnn" else sampled_extra)
+
+
+def learned_table(model, corpus) -> dict:
+    """LightRNN's learned table in a few rows: those of the 5 most frequent words, each shown by its
+    ``ROW_WORDS`` most frequent words (a seed row's field, measured with its test perplexity)."""
+    return {"table_rows": table_rows(model, corpus.vocab.words, show=ROW_WORDS, frequent_first=True)}
+
+
+def add_learned_tables(folder, opts: OutputLayersOptions | None = None, spec: CorpusSpec | None = None,
+                       out=None) -> dict:
+    """:func:`learned_table` written into the lightrnn rows of the results file ``out`` that have none, from
+    the checkpoints of their runs in ``folder`` (``<folder>/lightrnn/lr<lr>-seed<seed>/``, only read): the
+    table of the parameters each seed was scored with (its best epoch's). Nothing trained; nothing else changes."""
+    started = time.monotonic()
+    opts = opts or OutputLayersOptions()
+    out = results_file(out, TARGET, opts.quick)
+    disk = read_results(out, TARGET)
+    corpus = comparison_data(spec or CorpusSpec(corpus="brown"), opts.quick)
+    doc = header(corpus, opts)
+    protocol = QUICK_PROTOCOL if opts.quick else PROTOCOL
+    check_file(out, doc, protocol, force=False)
+    rows = []
+    for r in (r for r in (disk or {}).get("runs", []) if r["method"] == "lightrnn" and "table_rows" not in r):
+        model, _ = build_model("lightrnn", corpus, NPLMConfig(V=corpus.V, seed=r["seed"], **NETWORK), opts)
+        run = Path(folder) / "lightrnn" / f"lr{r['lr']:g}-seed{r['seed']}"  # the seed's run folder
+        _, params, best, _ = load_checkpoint(run / "checkpoint.npz")
+        set_params(model, best if best is not None else params)
+        rows.append({**r, **learned_table(model, corpus)})
+    return write_rows(out, TARGET, doc, rows, protocol, started, finish=finish)
 
 
 def run_method(method: Method, corpus, protocol: Protocol, seeds: tuple, root: Path, out: Path, doc: dict,
