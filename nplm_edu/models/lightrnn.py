@@ -1,4 +1,4 @@
-"""LightRNN's two-component word table (Li, Qin, Yang, Hu and Liu 2016), written to be read.
+"""LightRNN's two-component word table (Li, Qin, Yang and Liu 2016), written to be read.
 
 The |V| words are placed in a table of R = ceil(sqrt |V|) rows and C_t = ceil(|V| / R) columns
 (each slot holds at most one word; ``slot[w] = R_w C_t + C_w``). A word is then two small indices,
