@@ -14,7 +14,7 @@ If every epoch of the rerun has the original's numbers (updates, learning rate, 
 perplexity), the rerun trained the same network, and the samples are marked ``"same_network": true``.
 Otherwise they are the samples of another network trained by the same command: marked false, with the
 rerun's own validation and test perplexity and the largest relative difference between the two
-histories, for the text to say so.
+histories, so that whoever shows them can say which network wrote them.
 """
 
 from __future__ import annotations
