@@ -133,3 +133,16 @@ def test_one_method_in_words():
         "the full softmax's best validation perplexity after 20 CPU seconds.")
     assert method_sentence(doc, "tree-huffman", "a Huffman tree").startswith("`tree-huffman` (a Huffman tree): 10.0 times")
     assert method_sentence(doc, "nce", "k = 25") == ""  # not in the file: nothing said
+
+
+def test_a_seed_diverged_before_validation_is_counted_and_the_table_and_figure_still_read():
+    unscored = {**run("nce", 1, [1.0]), "valid_ppl": None, "test_ppl": None, "epochs": 0, "history": [],
+                "diverged": "diverged before its first validation", "stopped_early": False}
+    doc = document(FULL + [run("nce", 0, [300.0, 260.0]), unscored])
+    s = doc["summary"]["nce"]
+    assert s["diverged"] == 1 and s["diverged_unscored"] == [1] and s["valid_ppl"]["values"] == [260.0]
+    assert s["time_to_quality"][0]["reached"] == 1 and s["time_to_quality"][0]["seeds"] == 2
+    rows = {r[0]: r for r in comparison_rows(doc)}
+    assert rows["nce"][2] == "2, 0" and rows["nce"][3] == "260.0"
+    assert "1 of 2 seeds" in method_sentence(doc, "nce")
+    plot_comparison(doc)
