@@ -50,9 +50,16 @@ def use_threads(T: int, have_torch) -> None:
         torch.set_num_threads(T)
 
 
+SETTLE = 0.3  # seconds of pause before each measurement (see time_loop)
+
+
 def time_loop(step, data, seconds: float, min_steps: int = 2, warmup: int = 1) -> float:
     """Predicted words/s (examples/s) of ``step(X, Y)`` over the data (cycled) for about ``seconds``,
-    wall clock, after ``warmup`` steps."""
+    wall clock, after a pause of SETTLE seconds and ``warmup`` steps. The pause lets the thread pools
+    the previous measurement woke (numpy's OpenBLAS, PyTorch's) stop polling for work: for about a
+    tenth of a second after a product on several threads, OpenBLAS's threads keep spinning on the
+    cores the next contender needs."""
+    time.sleep(SETTLE)
     for X, Y in data[:warmup]:
         step(X, Y)
     done, i, t0 = 0, 0, time.perf_counter()

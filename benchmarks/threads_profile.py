@@ -1,0 +1,103 @@
+"""Where the second thread's time goes, counted in CPU time and waits instead of wall time (so that
+it can be read on a busy machine): for the NPLM's training step (MLP1 and MLP9 at batch 128, as
+``bench_train.py``) and the LSTM's (h 256 and 512, as ``bench_recurrent.py``) on 1 and 2 threads,
+
+- the process's CPU time per step (all threads): more on 2 threads than on 1 is work the split adds;
+- the CPU time the calling thread spends outside the threads' blocks (``run_blocks``): the serial
+  part of the step, and its share of the step's CPU (Amdahl's bound on 2 threads is 2 / (1 + share));
+- the blocking waits per step of each thread (voluntary context switches: the barriers, the pool's
+  queue, the interpreter's lock).
+
+    .venv/bin/python benchmarks/threads_profile.py [--steps 20] [--models MLP1,MLP9,LSTM256,LSTM512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from threads_common import threads_from_argv  # noqa: E402
+
+threads_from_argv()  # BLAS's pool sized for 2 threads before numpy loads
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from nplm_edu.numerics import full_output, fused, recurrent, threads  # noqa: E402
+
+INSIDE = {"cpu": 0.0}  # the calling thread's CPU time inside run_blocks
+
+
+def _counted(run_blocks):
+    def run(fn, T):
+        c = time.thread_time()
+        try:
+            return run_blocks(fn, T)
+        finally:
+            INSIDE["cpu"] += time.thread_time() - c
+    return run
+
+
+_RUN = _counted(threads.run_blocks)
+for _module in (threads, fused, full_output, recurrent):  # every module that calls the blocks by name
+    _module.run_blocks = _RUN
+
+
+def waits() -> dict:
+    """{thread id: voluntary context switches so far} of this process's threads."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/status") as f:
+                out[tid] = next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt"))
+        except (FileNotFoundError, StopIteration):
+            continue
+    return out
+
+
+def make_step(name: str):
+    """(step(X, Y), batches) of bench_train.py's or bench_recurrent.py's contender "ours"."""
+    if name.startswith("LSTM"):
+        import bench_recurrent
+
+        return bench_recurrent.numpy_step(int(name[4:])), bench_recurrent.batches(4)
+    import bench_train
+
+    shape = bench_train.SHAPES[name]
+    return bench_train.numpy_step(shape, 128), bench_train.batches(128, shape["n"], 8)
+
+
+def profile(name: str, T: int, steps: int) -> dict:
+    step, data = make_step(name)
+    threads.set_threads(T)  # after the step is built (a backend sets its own thread count)
+    for X, Y in data[:2]:
+        step(X, Y)
+    INSIDE["cpu"], w0 = 0.0, waits()
+    p0, m0 = time.process_time(), time.thread_time()
+    for i in range(steps):
+        step(*data[i % len(data)])
+    cpu, main = time.process_time() - p0, time.thread_time() - m0
+    w1 = waits()
+    serial = main - INSIDE["cpu"] if T > 1 else main
+    return {"cpu_ms": 1e3 * cpu / steps, "serial_ms": 1e3 * serial / steps, "serial_share": serial / cpu,
+            "waits": sorted(round((w1[t] - w0[t]) / steps, 1) for t in w1 if t in w0 and w1[t] > w0[t])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--steps", type=int, default=20, help="steps measured per model and thread count")
+    ap.add_argument("--models", default="MLP1,MLP9,LSTM256,LSTM512")
+    ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
+    args = ap.parse_args()
+    print(f"{'model':8} {'threads':>7} {'CPU ms/step':>11} {'serial ms':>9} {'serial':>7} {'bound':>6}  waits/step per thread")
+    for name in args.models.split(","):
+        for T in [int(t) for t in args.threads.split(",")]:
+            r = profile(name, T, args.steps if name.startswith("MLP") else max(2, args.steps // 4))
+            bound = T / (1 + (T - 1) * r["serial_share"])
+            print(f"{name:8} {T:7d} {r['cpu_ms']:11.1f} {r['serial_ms']:9.2f} {r['serial_share']:7.1%} {bound:6.2f}  "
+                  f"{r['waits']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
