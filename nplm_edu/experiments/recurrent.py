@@ -48,6 +48,7 @@ from ..numerics.threads import one_blas_thread
 from ..training.stream import StreamConfig
 from .protocol import COMPARISON_SLICE, RECURRENT_PROTOCOL, choose_lr, comparison_data, parse_seeds, run_seeds
 from .recurrent_rows import N, QUICK as QUICK_SIZES, ROWS, RULE, SAMPLES, STREAM, kn5_log_probs, parameter_counts, sizes
+from .recurrent_words import with_analysis
 from .skeleton import results_file, runs_for
 
 QUICK_SLICE = (5_000, 1_000, 1_000)  # --quick: train / valid / test tokens
@@ -157,7 +158,7 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
 
 def run_row(name, corpus, kn, protocol, seeds, runs, out, doc, opts, quiet, started: float) -> list[dict]:
     """One row: its learning rate chosen on validation, then its seeds trained and scored."""
-    method = ROWS[name].method(corpus, opts.quick, kn)
+    method = with_analysis(ROWS[name].method(corpus, opts.quick, kn), name, runs, out)
     choice = choose_lr(method, corpus, protocol, runs, opts.force, quiet)
     grid = ", ".join(f"{lr:g}: {'diverged' if v is None else f'{v:.1f}'}" for lr, v in choice["grid"].items())
     print(f"{name}: validation after {protocol.grid_epochs} epochs {grid}; lr {choice['lr']:g}", flush=True)
