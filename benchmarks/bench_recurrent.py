@@ -155,6 +155,18 @@ def table_rows(cell: str, h: int, best: dict, peak: dict, torch_version) -> list
     return rows
 
 
+def scalings(rows: list[dict], cells: list[str], torch_version) -> list[dict]:
+    """The scaling from 1 to 2 threads of each cell and size, printed."""
+    scale = []
+    for cell in cells:
+        for h in HIDDEN:
+            by_t = {r["threads"]: r for r in rows if r["h"] == h and r["cell"] == cell}
+            if 1 in by_t and 2 in by_t:
+                scale.append({"cell": cell, "h": h, **scaling(by_t[1], by_t[2], "tokens_per_s", torch_version)})
+                print(scaling_line(f"{cell.upper()} h {h}", scale[-1]))
+    return scale
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     ap.add_argument("--seconds", type=float, default=10.0, help="time per measurement (split into rounds)")
@@ -181,16 +193,11 @@ def main() -> None:
     print("float32 matmul peak (2048^3, best): " + ", ".join(f"{peak[t]:.1f} GFLOP/s on {t}" for t in THREADS))
     print(f"{'cell':>4} {'h':>4} {'threads':>7} {'ours tok/s':>10} {'GFLOP/s':>8} {'of peak':>8} {'class tok/s':>11} "
           f"{'class/full':>10}" + (f" {'torch tok/s':>11} {'ours/torch':>10}" if torch_version else ""))
-    rows, scale = [], []
+    rows = []
     for cell in cells:
         for h in HIDDEN:
             rows += table_rows(cell, h, measure(h, cell, torch_version, args.seconds), peak, torch_version)
-    for cell in cells:
-        for h in HIDDEN:
-            by_t = {r["threads"]: r for r in rows if r["h"] == h and r["cell"] == cell}
-            if 1 in by_t and 2 in by_t:
-                scale.append({"cell": cell, "h": h, **scaling(by_t[1], by_t[2], "tokens_per_s", torch_version)})
-                print(scaling_line(f"{cell.upper()} h {h}", scale[-1]))
+    scale = scalings(rows, cells, torch_version)
     load_after = list(os.getloadavg())
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {others.line()}", flush=True)
     if args.json:

@@ -196,7 +196,7 @@ def print_row(r: dict, have_torch: bool, old) -> None:
     print(line, flush=True)
 
 
-def main() -> None:
+def parse_args():
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     ap.add_argument("--seconds", type=float, default=5.0, help="time per measurement (split into rounds)")
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
@@ -207,43 +207,62 @@ def main() -> None:
                          "training step is measured beside ours, alternating rounds")
     ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_threads.json)")
     args = ap.parse_args()
-    torch_version = import_torch(args.no_torch)
-    have_torch = torch_version is not None
     if args.compare_with and not (Path(args.compare_with) / "nplm_edu" / "__init__.py").is_file():
         ap.error(f"--compare-with {args.compare_with}: no nplm_edu package in that folder (a checkout of this repository)")
-    old = old_step(args.compare_with) if args.compare_with else None
+    return args
+
+
+def print_header(torch_version, old, peak: dict) -> None:
     from nplm_edu.experiments.common import machine
     from nplm_edu.numerics import blas
 
     print(f"{machine()}; threads {THREADS}; numpy {np.__version__}; fused BLAS gemm update: "
           f"{'yes' if blas._GEMM else 'no (numpy fallback)'}; torch: "
           f"{torch_version or 'not installed (skipped)'}")
+    print("float32 matmul peak (2048^3, best): " + ", ".join(f"{peak[T]:.1f} GFLOP/s on {T}" for T in THREADS))
+    print(f"{'shape':6} {'batch':>5} {'threads':>7} {'ours ex/s':>10} {'GFLOP/s':>8} {'of peak':>8} {'GEMMs ex/s':>10} "
+          f"{'of GEMMs':>8}" + (f" {'torch ex/s':>10} {'ours/torch':>10}" if torch_version else "")
+          + (f" {'other ex/s':>10} {'ours/other':>10}" if old else ""))
+
+
+def measure_rows(batch_sizes, seconds: float, peak: dict, have_torch, old) -> list[dict]:
+    """Every shape and batch size, each printed as it is measured."""
+    rows = []
+    for name, shape in SHAPES.items():
+        for K in batch_sizes:
+            best = measure(shape, K, THREADS, have_torch, old, seconds if K > 1 else seconds / 2)
+            for T in THREADS:
+                rows.append(row_of(name, shape, K, T, best[T], peak[T], have_torch, old))
+                print_row(rows[-1], have_torch, old)
+    return rows
+
+
+def scalings(rows: list[dict], have_torch) -> list[dict]:
+    """The scaling from 1 to 2 threads of each shape at batch 128, printed."""
+    scale = []
+    for name in SHAPES:
+        by_t = {r["threads"]: r for r in rows if r["shape"] == name and r["batch"] == 128}
+        if 1 in by_t and 2 in by_t:
+            scale.append({"shape": name, "batch": 128, **scaling(by_t[1], by_t[2], "examples_per_s", have_torch)})
+            print(scaling_line(f"{name} at batch 128", scale[-1]))
+    return scale
+
+
+def main() -> None:
+    args = parse_args()
+    torch_version = import_torch(args.no_torch)
+    have_torch = torch_version is not None
+    old = old_step(args.compare_with) if args.compare_with else None
     load_before = list(os.getloadavg())
     others = OthersMeter()
     peak = {}
     for T in THREADS:
         use_threads(T, have_torch)
         peak[T] = matmul_peak(min(args.seconds, 3.0))
-    print("float32 matmul peak (2048^3, best): " + ", ".join(f"{peak[T]:.1f} GFLOP/s on {T}" for T in THREADS))
-    print(f"{'shape':6} {'batch':>5} {'threads':>7} {'ours ex/s':>10} {'GFLOP/s':>8} {'of peak':>8} {'GEMMs ex/s':>10} "
-          f"{'of GEMMs':>8}" + (f" {'torch ex/s':>10} {'ours/torch':>10}" if have_torch else "")
-          + (f" {'other ex/s':>10} {'ours/other':>10}" if old else ""))
-    rows = []
-    for name, shape in SHAPES.items():
-        for K in [int(k) for k in args.batches.split(",")]:
-            secs = args.seconds if K > 1 else args.seconds / 2
-            best = measure(shape, K, THREADS, have_torch, old, secs)
-            for T in THREADS:
-                rows.append(row_of(name, shape, K, T, best[T], peak[T], have_torch, old))
-                print_row(rows[-1], have_torch, old)
+    print_header(torch_version, old, peak)
+    rows = measure_rows([int(k) for k in args.batches.split(",")], args.seconds, peak, have_torch, old)
     load_after = list(os.getloadavg())
-    scale = []
-    for name in SHAPES:
-        by_t = {r["threads"]: r for r in rows if r["shape"] == name and r["batch"] == 128}
-        if 1 in by_t and 2 in by_t:
-            scale.append({"shape": name, "batch": 128,
-                          **scaling(by_t[1], by_t[2], "examples_per_s", have_torch)})
-            print(scaling_line(f"{name} at batch 128", scale[-1]))
+    scale = scalings(rows, have_torch)
     at128 = [r for r in rows if r["batch"] == 128]
     met = {"ours_over_torch_at_least_1.25": (all(r["ours_over_torch"] >= 1.25 for r in at128) if have_torch else None),
            **targets_met(scale, have_torch)}
