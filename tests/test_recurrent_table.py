@@ -51,3 +51,32 @@ def test_a_partial_file_shows_what_it_has():
 def test_samples_of_one_seed_per_model():
     lines = samples_lines(DOC, seed=1, order=("nplm-dropout",))
     assert lines[0] == "nplm-dropout: the cat sat on | nplm-dropout 1 a" and len(lines) == 9
+
+
+def char_run(seed, char_ppl, word_ppl, skipped=False):
+    r = run("char-lstm", seed, 210 + seed)
+    bins = [{"bin": "unk", "tokens": 5, "char-lstm": char_ppl, "lstm": word_ppl},
+            {"bin": "0-3", "tokens": 7, "char-lstm": None, "lstm": None}]
+    oov = ({"skipped": "no words"} if skipped else
+           {"unknown_inputs": 5, "spelled_inputs": 4, "spelled_words": 3, "ppl_as_unk": 300.0, "ppl_spelled": 299.5,
+            "next_ppl_as_unk": 900.0, "next_ppl_spelled": 850.0, "next_spelled_higher": 0.75})
+    r["words"] = {"by_frequency": {"target": bins, "previous": bins}, "oov": oov}
+    return r
+
+
+def test_what_the_chapter_says_of_missing_rows_stopping_and_words():
+    from nplm_edu.analysis.recurrent_table import frequency_rows, missing_text, oov_rows, stopping_text
+
+    assert missing_text(DOC, {"lstm": "the LSTM"}) == ""
+    assert missing_text(DOC, {"gru": "the GRU", "lstm": "the LSTM", "char-lstm": "the character-aware LSTM"}) == \
+        "The table has no row yet for the GRU and the character-aware LSTM."
+    assert missing_text(None, {"gru": "the GRU"}) == "The table has no row yet for the GRU."
+    capped = {"runs": DOC["runs"][:2] + [{**DOC["runs"][2], "stopped_early": False, "reached_max_epochs": True}]}
+    assert stopping_text(capped) == "2 of the 3 runs stopped early, on validation; these reached the epoch cap: lstm (1 of 3 seeds)."
+    assert frequency_rows(DOC) == ([], [])
+    doc = {"runs": DOC["runs"] + [char_run(0, 100.0, 120.0), char_run(1, 104.0, 124.0, skipped=True)]}
+    body, head = frequency_rows(doc)
+    assert head == [["bin", "tokens", "char-lstm", "lstm"]]
+    assert body == [["unk", "5", "102.0 ± 2.8", "122.0 ± 2.8"], ["0-3", "7", "", ""]]
+    body, _ = oov_rows(doc)
+    assert body == [["0", "4", "300.0", "299.5", "900.0", "850.0", "75%"]]  # seed 1 had no original words

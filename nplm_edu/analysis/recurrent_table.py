@@ -124,3 +124,58 @@ def print_samples(doc: dict, seed: int = 0, order=None) -> None:
     """Print :func:`samples_lines`."""
     for line in samples_lines(doc, seed, order):
         print(line)
+
+
+# --------------------------------------------------------------------------- what a chapter says of the file
+def missing_text(doc: dict | None, labels: dict) -> str:
+    """One sentence naming the rows of ``labels`` (name -> what the reader calls it) with no seed in the
+    file ('' when every one has a row)."""
+    have = set(runs_by_model(doc or {}))
+    missing = [label for name, label in labels.items() if name not in have]
+    if not missing:
+        return ""
+    names = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
+    return f"The table has no row yet for {names}."
+
+
+def stopping_text(doc: dict) -> str:
+    """One sentence on how the seeds' runs ended: stopped early, or at the epoch cap (named)."""
+    s = row_summaries(doc)
+    capped = [f"{m} ({k['reached_max_epochs']} of {len(k['seeds'])} seeds)" for m, k in s.items()
+              if k["reached_max_epochs"]]
+    runs = sum(len(k["seeds"]) for k in s.values())
+    early = sum(k["stopped_early"] for k in s.values())
+    text = f"{early} of the {runs} runs stopped early, on validation"
+    return text + (f"; these reached the epoch cap: {', '.join(capped)}." if capped else ".")
+
+
+def words_rows(doc: dict, model: str = "char-lstm") -> list[dict]:
+    """The ``words`` field of ``model``'s seed rows (those that have one)."""
+    return [r["words"] for r in runs_by_model(doc).get(model, []) if r.get("words")]
+
+
+def frequency_rows(doc: dict, side: str = "target", model: str = "char-lstm") -> tuple[list, list]:
+    """(body, head): per training-count bin of the word predicted (``side`` "target") or read last
+    ("previous"), the tokens and each model's test perplexity, mean ± std over ``model``'s seeds."""
+    tables = [w["by_frequency"][side] for w in words_rows(doc, model)]
+    if not tables:
+        return [], []
+    models = [k for k in tables[0][0] if k not in ("bin", "tokens")]
+    body = [[b["bin"], f"{b['tokens']:,}", *(pm(spread(t[i][m] for t in tables)) for m in models)]
+            for i, b in enumerate(tables[0])]
+    return body, [["bin", "tokens", *models]]
+
+
+def oov_rows(doc: dict, model: str = "char-lstm") -> tuple[list, list]:
+    """(body, head): unknown words read as ``<unk>`` and by their spelling, per seed of ``model``."""
+    body = []
+    for r in runs_by_model(doc).get(model, []):
+        o = (r.get("words") or {}).get("oov")
+        if o and "skipped" not in o:
+            body.append([str(r["seed"]), f"{o['spelled_inputs']:,}", f"{o['ppl_as_unk']:.1f}", f"{o['ppl_spelled']:.1f}",
+                         f"{o['next_ppl_as_unk']:.1f}" if o["next_ppl_as_unk"] else "",
+                         f"{o['next_ppl_spelled']:.1f}" if o["next_ppl_spelled"] else "",
+                         f"{o['next_spelled_higher']:.0%}" if o["next_spelled_higher"] is not None else ""])
+    head = [["", "", ("every test word", 2), ("the word after an unknown one", 3)],
+            ["seed", "unknown words read", "as <unk>", "spelled", "as <unk>", "spelled", "more probable spelled"]]
+    return body, head
