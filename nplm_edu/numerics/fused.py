@@ -261,15 +261,16 @@ class FusedNPLM(NPLM):
             gemm_update(UW[lo:hi], gy, z[:, :D], alpha=-lr, beta=keep)  # [U W]_i <- keep [U W]_i - lr gy^T [a x]
             P["b"][lo:hi] -= lr * gb
             reduce(gz, "SUM")  # dL/d[a x]: the blocks' shares summed, on every thread
-            self._features_block(i, T, gz, z, ids, dtanh, lr, keep, (lo, hi), reduce)
+            self._features_block(i, T, gz, z, ids, dtanh, lr, keep, reduce)
 
         z, ids, dtanh, yt, mx, s = self._scores_blocks(contexts, targets, T, block_step)
         return float(np.mean(nll(yt, mx, s)))  # mean negative log-likelihood (before the step)
 
-    def _features_block(self, i, T, gz, z, ids, dtanh, lr, keep, units, reduce) -> None:
+    def _features_block(self, i, T, gz, z, ids, dtanh, lr, keep, reduce) -> None:
         """Thread i's share of :meth:`_update_features`, from dL/d[a x] (``gz``, the same on every
         thread): dL/dx of its rows of the batch (then gathered from all threads), the SGD step of its
-        rows of H and d, and of the rows of C of the words among its ``units`` (whose decay it did).
+        rows of H and d, and of the rows of C of the words w with w mod T = i (ids run from the most
+        frequent word down, so blocks of ids would leave most of the batch's words to thread 0).
         The threads write disjoint rows, so no update is added twice; the same numbers as one thread."""
         P, h, m = self.params, self.config.h, self.config.m
         go = gz[:, :h] * dtanh  # backward through a = tanh(o): dL/do  (K, h), every row
@@ -284,7 +285,7 @@ class FusedNPLM(NPLM):
         P["H"][h0:h1] -= lr * gH
         P["d"][h0:h1] -= lr * go[:, h0:h1].sum(axis=0)
         flat = ids.ravel()  # (K (n-1),) the word of each slot of x
-        mine = (flat >= units[0]) & (flat < units[1])  # the slots whose word is among this block's units
+        mine = flat % T == i  # the slots whose word is this thread's
         words, sums = segment_sum(flat[mine], gx.reshape(-1, m)[mine])
         P["C"][words] -= lr * sums  # only the rows of the words in the batch get a gradient step
 
