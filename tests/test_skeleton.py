@@ -15,7 +15,7 @@ from nplm_edu.experiments.skeleton import (check_not_over, merge_results, read_r
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = {"table1.json": "table1", "table1_quick.json": "table1", "ngrams.json": "ngrams", "beyond.json": "beyond",
-         "recurrent.json": "recurrent", "output_layers.json": "output-layers", "lr_sweep.json": "lr-sweep",
+         "recurrent_one_seed.json": "recurrent", "output_layers.json": "output-layers", "lr_sweep.json": "lr-sweep",
          "minibatch.json": "minibatch", "central_claim.json": "central-claim", "train_brown_slice.json": "train"}
 
 
