@@ -33,14 +33,15 @@ if a run stops near epoch 15, x 685 s = 41,000 s = 11.4 CPU hours for the table 
 state carried and reset: under an epoch's cost). Two processes, one a core, take about half each: gru
 and lstm-4 (about 325 s an epoch) beside lstm, rnn and nplm-dropout (about 360 s).
 
-Three rows run only when named (``--models char-lstm,transformer-4,transformer-32``). From 20 updates
-of each (after one to warm up) and the validation of its first 2,000 words, timed by process CPU
-time under a heavy load (so again high): char-lstm about 136 CPU seconds of updates and 13 of
-validation an epoch (149), transformer-4 159 + 50 (209), transformer-32 138 + 377 (515: every
+Three rows run only when named (``--models char-lstm,transformer-4,transformer-32``). From 20 and then
+30 updates of each (after one to warm up) and the validation of its first 2,000 words, timed twice by
+process CPU time, under a heavy load and then a lighter one (the two measurements 7 to 12% apart),
+an epoch of updates and validation costs: char-lstm 136-150 + 13-17 = 149-167 CPU seconds,
+transformer-4 159-165 + 50-66 = 209-231, transformer-32 137-138 + 377-411 = 515-547 (every
 validation word is read from its own window of 32 words). With runs stopping near epoch 25 (the GRU's
 and the Elman network's first seeds were still improving at epochs 20 and 23), a row costs 8 + 23 +
-25 + 25 = 81 epochs: char-lstm 3.4 CPU hours, transformer-4 4.7, transformer-32 11.6, 19.7 for the
-three (5.2, 7.3 and 18.0, 30.5 in all, with every seed at the 40-epoch cap); on two cores about 10
+25 + 25 = 81 epochs: char-lstm 3.4-3.8 CPU hours, transformer-4 4.7-5.2, transformer-32 11.6-12.3,
+19.7-21.3 for the three (30.5-33.0 with every seed at the 40-epoch cap); on two cores about 11
 hours, char-lstm and transformer-4 in one process beside transformer-32 in the other.
 """
 
