@@ -52,13 +52,14 @@ from dataclasses import asdict, dataclass, replace
 
 from ..analysis.evaluation import r3
 from ..analysis.recurrent import ppl
+from ..analysis.sampling import SAMPLES
 from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..models.rnn import RecurrentConfig
 from ..numerics.threads import one_blas_thread
 from ..training.stream import StreamConfig
 from .protocol import COMPARISON_SLICE, RECURRENT_PROTOCOL, choose_lr, comparison_data, parse_seeds, run_seeds
-from .recurrent_rows import N, QUICK as QUICK_SIZES, ROWS, RULE, SAMPLES, STREAM, kn5_log_probs, parameter_counts, sizes
+from .recurrent_rows import N, QUICK as QUICK_SIZES, ROWS, RULE, STREAM, kn5_log_probs, parameter_counts, sizes
 from .recurrent_words import with_analysis
 from .skeleton import results_file, runs_for
 

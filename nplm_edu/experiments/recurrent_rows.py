@@ -24,7 +24,7 @@ input (Zaremba et al. 2014), no weight decay. A new row is one call of :func:`re
 Each trained seed's row (:func:`seed_extras`): validation and test perplexity, the mixture with the
 modified Kneser-Ney 5-gram of the same slice (one weight fitted by EM on validation; the 5-gram is
 computed once per corpus and cached, :func:`kn5_log_probs`), the parameter count, three samples of
-30 words from fixed seeds (:func:`seeded_samples`) and, for seed 0 of a stream model, the gradient
+30 words from fixed seeds (:func:`~nplm_edu.analysis.sampling.seeded_samples`) and, for seed 0 of a stream model, the gradient
 through time.
 """
 
@@ -40,7 +40,7 @@ import numpy as np
 from ..analysis.evaluation import r3
 from ..analysis.mixture import batched_log_prob
 from ..analysis.recurrent import gradient_through_time, mixture_with, ppl
-from ..analysis.sampling import SAMPLES, seeded_samples  # noqa: F401  (SAMPLES: read by recurrent.py)
+from ..analysis.sampling import seeded_samples
 from ..data.files import atomic_write
 from ..models.ngram import KneserNey
 from ..models.nplm import NPLMConfig

@@ -4,7 +4,7 @@
 row (:func:`~nplm_edu.analysis.sampling.seeded_samples`). A row written before that has none; its
 network's parameters may be gone. Rerunning the row's explicit command into another results file
 trains the same network again; :func:`adopt_samples` then copies the rerun's samples into the
-original row, with where they come from:
+original row, with where they come from::
 
     python -m nplm_edu reproduce table1 --rows MLP9 ... --out /elsewhere/table1.json --runs-dir /elsewhere/runs
     python -c "from nplm_edu.experiments.table1_samples import adopt_samples; \\
