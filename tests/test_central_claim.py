@@ -81,6 +81,8 @@ def test_gap_is_removed_minus_ordinary_log_probability():
     assert t["net"]["gap"]["values"] == [-0.25, -0.5, 0.0] and t["net"]["seeds"] == [0, 1, 2]
     assert t["net"]["gap"]["mean"] == pytest.approx(-0.25) and t["net"]["gap"]["std"] == pytest.approx(0.25)
     assert t["kn5"]["gap"] == {"mean": -0.5, "std": None, "n": 1, "values": [-0.5]}
+    unscored = {"cell": "c", "model": "net", "seed": 3, "valid_ppl": None, "diverged": "loss is nan"}
+    assert tables(rows + [unscored])["c"]["net"] == t["net"]  # a seed diverged before any validation: left out
 
 
 def test_the_test_sets_are_never_read_while_the_rate_is_chosen(tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ import pytest
 from nplm_edu.analysis.recurrent_words import frequency_table, oov_reading, spelled_stream
 from nplm_edu.data.corpus import load_corpus
 from nplm_edu.experiments.protocol import Method
+from nplm_edu.experiments import recurrent_words
 from nplm_edu.experiments.recurrent_words import char_words, original_test_words, with_analysis
 from nplm_edu.models.char_input import CharConfig, CharInput
 from nplm_edu.models.input import WithInput
@@ -75,8 +76,9 @@ def test_char_words_without_original_words_or_word_level_row(tmp_path):
     assert all(set(b) == {"bin", "tokens", "char-lstm"} for b in w["by_frequency"]["previous"])
 
 
-def test_only_the_character_aware_row_gets_the_words_field():
+def test_only_the_character_aware_row_gets_the_words_field(monkeypatch):
     m = Method("lstm", build=None, extra=lambda model, corpus: {"x": 1})
     assert with_analysis(m, "lstm", None, None) is m
-    m2 = with_analysis(Method("char-lstm", build=None, extra=lambda model, corpus: {"x": 1}), "char-lstm", None, None)
-    assert m2.name == "char-lstm" and m2.extra is not m.extra
+    monkeypatch.setitem(recurrent_words.ANALYSES, "char-lstm", lambda model, corpus, runs, out: {"bins": runs})
+    m2 = with_analysis(Method("char-lstm", build=None, extra=lambda model, corpus: {"x": 1}), "char-lstm", "r", None)
+    assert m2.name == "char-lstm" and m2.extra(None, None) == {"x": 1, "words": {"bins": "r"}}

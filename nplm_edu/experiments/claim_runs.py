@@ -78,14 +78,15 @@ def train_seeds(method: Method, cell: str, model: str, corpus, ctx: Ctx) -> dict
             continue
         [row] = run_seeds(method, corpus, ctx.protocol, choice, ctx.root, seeds=(seed,), force=ctx.force,
                           quiet=ctx.quiet)
-        row.update(method.score.last, cell=cell, model=model)
+        scored = row["valid_ppl"] is not None  # a seed diverged before its first validation was never scored
+        row.update(method.score.last if scored else {}, cell=cell, model=model)
         if seed == ctx.protocol.seeds[0]:
             row["cpu_seconds_grid"] = grid_cpu_seconds(method, choice, ctx)
         rows[seed] = row
         ctx.write([row])
         if not ctx.quiet:
-            print(f"   {method.name} seed {seed} (lr {choice['lr']:g}): {row['epochs']} epochs, "
-                  f"test perplexity {row['test_ppl']:.3f}", flush=True)
+            result = f"test perplexity {row['test_ppl']:.3f}" if scored else "diverged before its first validation"
+            print(f"   {method.name} seed {seed} (lr {choice['lr']:g}): {row['epochs']} epochs, {result}", flush=True)
     return rows
 
 
@@ -113,7 +114,9 @@ def rebuilt(doc: dict) -> dict:
 def tables(rows: list[dict]) -> dict:
     """{cell: {model: {key: mean ± std over the seeds, each seed's value kept}}} for every number a row
     keeps under ``"scores"`` (and its ``"gap"``); a row without a seed (a count model) is one value; a seed
-    whose value is None (a group without tokens) is left out."""
+    whose value is None (a group without tokens) is left out, and so is a seed that diverged before its
+    first validation (no scores)."""
+    rows = [r for r in rows if "diverged" not in r or r.get("valid_ppl") is not None]
     by_cell: dict = {}
     for r in sorted(rows, key=lambda r: (r["cell"], r["model"], -1 if r["seed"] is None else r["seed"])):
         by_cell.setdefault(r["cell"], {}).setdefault(r["model"], []).append(r)

@@ -177,6 +177,9 @@ def run_row(name, corpus, kn, protocol, seeds, runs, out, doc, opts, quiet, star
     rows = run_seeds(method, corpus, protocol, choice, runs, out=out, target="recurrent", doc=doc, seeds=seeds,
                      force=opts.force, quiet=quiet, started=started)
     for r in rows:
+        if r["valid_ppl"] is None:  # diverged before its first validation: nothing was scored
+            print(f"{name} seed {r['seed']}: diverged before its first validation", flush=True)
+            continue
         print(f"{name} seed {r['seed']}: {r['epochs']} epochs ({r['cpu_seconds_training']:.0f} CPU s), valid "
-              f"{r['valid_ppl']}, test {r['test_ppl']}, mixed with KN5 {r['mix_test_ppl']}", flush=True)
+              f"{r['valid_ppl']}, test {r['test_ppl']}, mixed with KN5 {r.get('mix_test_ppl')}", flush=True)
     return rows
