@@ -94,7 +94,7 @@ def grid_cpu_seconds(method: Method, choice: dict, ctx: Ctx) -> float:
     """The CPU seconds of the grid's runs not chosen (the chosen one is the first seed's start)."""
     total = 0.0
     for lr in ctx.protocol.lrs:
-        history = run_dir(ctx.root, method, lr, ctx.protocol.seeds[0]) / "history.json"
+        history = run_dir(ctx.root, method.name, lr, ctx.protocol.seeds[0]) / "history.json"
         if lr != choice["lr"] and history.exists():
             total += sum(e.get("cpu_seconds", 0.0) for e in json.loads(history.read_text())["epochs"])
     return round(total, 2)

@@ -80,7 +80,7 @@ from ..training.trainer import TrainConfig
 from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
                              TimedBackend, build_model, parse_methods, sampled_extra)
 from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_data, mean_std,
-                       parse_seeds, run_seeds, seeds_time_to_quality, write_rows)
+                       parse_seeds, run_dir, run_seeds, seeds_time_to_quality, write_rows)
 from .skeleton import read_results, results_file, runs_for
 from .table1 import QUICK_SPLIT, ROWS
 
@@ -176,17 +176,11 @@ def add_learned_tables(folder, opts: OutputLayersOptions | None = None, spec: Co
     table of the parameters each seed was scored with (its best epoch's). Nothing trained; nothing else changes."""
     started = time.monotonic()
     opts = opts or OutputLayersOptions()
-    out = results_file(out, TARGET, opts.quick)
-    disk = read_results(out, TARGET)
-    corpus = comparison_data(spec or CorpusSpec(corpus="brown"), opts.quick)
-    doc = header(corpus, opts)
-    protocol = QUICK_PROTOCOL if opts.quick else PROTOCOL
-    check_file(out, doc, protocol, force=False)
+    out, disk, corpus, doc, protocol = finished_file(opts, spec, out)
     rows = []
     for r in (r for r in (disk or {}).get("runs", []) if r["method"] == "lightrnn" and "table_rows" not in r):
         model, _ = build_model("lightrnn", corpus, NPLMConfig(V=corpus.V, seed=r["seed"], **NETWORK), opts)
-        run = Path(folder) / "lightrnn" / f"lr{r['lr']:g}-seed{r['seed']}"  # the seed's run folder
-        _, params, best, _ = load_checkpoint(run / "checkpoint.npz")
+        _, params, best, _ = load_checkpoint(run_dir(folder, "lightrnn", r["lr"], r["seed"]) / "checkpoint.npz")
         set_params(model, best if best is not None else params)
         rows.append({**r, **learned_table(model, corpus)})
     return write_rows(out, TARGET, doc, rows, protocol, started, finish=finish)
@@ -240,6 +234,19 @@ def run_output_layers(opts: OutputLayersOptions | None = None, spec: CorpusSpec 
     return out
 
 
+def finished_file(opts: OutputLayersOptions, spec: CorpusSpec | None, out):
+    """(path, its contents or None, the slice, the header, the protocol) of a results file read to be
+    completed without training; its settings checked against those its rows were trained with."""
+    out = results_file(out, TARGET, opts.quick)
+    corpus = comparison_data(spec or CorpusSpec(corpus="brown"), opts.quick)
+    doc = header(corpus, opts)
+    protocol = QUICK_PROTOCOL if opts.quick else PROTOCOL
+    disk = read_results(out, TARGET)
+    if disk is not None and "protocol" in disk:
+        check_file(out, doc, protocol, force=False)
+    return out, disk, corpus, doc, protocol
+
+
 def describe_layers(opts: OutputLayersOptions | None = None, spec: CorpusSpec | None = None, out=None,
                     quiet: bool = True) -> dict:
     """The target's summary step alone: every method in the results file ``out`` is built again (its classes,
@@ -248,14 +255,9 @@ def describe_layers(opts: OutputLayersOptions | None = None, spec: CorpusSpec | 
     before descriptions were kept (a rerun of the target does the same once its rows are all there)."""
     started = time.monotonic()
     opts = opts or OutputLayersOptions()
-    out = results_file(out, TARGET, opts.quick)
-    disk = read_results(out, TARGET)
+    out, disk, corpus, doc, protocol = finished_file(opts, spec, out)
     if disk is None or "protocol" not in disk:
         raise UserError(f"{out} holds no rows of the comparison protocol to describe")
-    corpus = comparison_data(spec or CorpusSpec(corpus="brown"), opts.quick)
-    doc = header(corpus, opts)
-    protocol = QUICK_PROTOCOL if opts.quick else PROTOCOL
-    check_file(out, doc, protocol, force=False)  # the settings the rows were trained with
     names = [m for m in METHODS if m in disk["summary"]]
     root = runs_for(opts.runs_dir, out)
     layers = {name: make_method(name, corpus, opts, root, quiet).stamp["layer"] for name in names}

@@ -161,8 +161,8 @@ class Method:
     extra: Callable | None = None
 
 
-def run_dir(root, method: Method, lr: float, seed: int) -> Path:
-    return Path(root) / method.name / f"lr{lr:g}-seed{seed}"
+def run_dir(root, name: str, lr: float, seed: int) -> Path:
+    return Path(root) / name / f"lr{lr:g}-seed{seed}"
 
 
 def train_run(method: Method, corpus, lr: float, seed: int, epochs: int, protocol: Protocol, root,
@@ -177,7 +177,7 @@ def train_run(method: Method, corpus, lr: float, seed: int, epochs: int, protoco
     stamp = {"method": method.name, "lr": lr, "seed": seed, "corpus": getattr(corpus, "name", None),
              "V": model.V, "model": asdict(net) if is_dataclass(net) else None, "stamp": method.stamp,
              "train": {k: v for k, v in asdict(cfg).items() if k not in ("epochs", "patience")}}
-    folder = run_dir(root, method, lr, seed)
+    folder = run_dir(root, method.name, lr, seed)
     with run_folder(folder, stamp, force, what=f"{method.name} lr {lr:g} seed {seed}") as resumed:
         with recorded_session(folder, resumed):  # which code trained which epochs (run_record)
             history = train(model, corpus, cfg, out_dir=folder, resume=resumed, quiet=quiet, backend=backend)
@@ -205,7 +205,7 @@ def choose_lr(method: Method, corpus, protocol: Protocol = PROTOCOL, root=None, 
     if not scored:
         raise UserError(f"{method.name}: every learning rate of the grid {list(protocol.lrs)} diverged; "
                         "choose a grid of smaller lrs", setting="lrs")
-    prov = {lr: run_provenance(run_dir(root, method, lr, protocol.seeds[0]), protocol.grid_epochs) for lr in grid}
+    prov = {lr: run_provenance(run_dir(root, method.name, lr, protocol.seeds[0]), protocol.grid_epochs) for lr in grid}
     return {"lr": min(scored, key=scored.get), "grid": grid, "provenance": prov}
 
 
@@ -255,7 +255,7 @@ def run_seeds(method: Method, corpus, protocol: Protocol, choice: dict, root, ou
         if key in done and done[key].get("lr") == choice["lr"]:
             rows.append(done[key])
             continue
-        folder = run_dir(root, method, choice["lr"], seed)
+        folder = run_dir(root, method.name, choice["lr"], seed)
         try:
             model, history = seed_run(method, corpus, choice["lr"], seed, protocol, root, force, quiet)
             rows.append(seed_row(method, model, history, corpus, choice, seed, protocol, run_provenance(folder)))
@@ -286,7 +286,7 @@ def diverged_run(method: Method, lr: float, seed: int, root, error: TrainingDive
     """A seed's run that diverged at the chosen rate ends there, as an early stop would: (its model with
     the best parameters of the last validated checkpoint, its history with ``diverged``: the trainer's
     line). A run that diverged before any epoch was validated has nothing to score: ``error`` is raised."""
-    folder = run_dir(root, method, lr, seed)
+    folder = run_dir(root, method.name, lr, seed)
     if not (folder / "checkpoint.npz").exists() or not (folder / "history.json").exists():
         raise error
     built = method.build(lr, seed)

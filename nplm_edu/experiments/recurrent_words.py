@@ -24,6 +24,7 @@ from ..data.corpus import load_corpus
 from ..data.sources import brown_tokens
 from ..errors import UserError
 from ..training.stream import recurrent_from_checkpoint, split_log_probs, split_stream
+from .protocol import run_dir
 from .skeleton import read_results
 
 WORD_LEVEL = "lstm"  # the row the character-aware LSTM is compared with
@@ -60,7 +61,7 @@ def word_level_model(runs, out, seed: int):
                None)
     if row is None:
         return None, f"the {WORD_LEVEL} row of seed {seed} is not in the results file"
-    path = Path(runs) / WORD_LEVEL / f"lr{row['lr']:g}-seed{seed}" / "checkpoint.npz"
+    path = run_dir(runs, WORD_LEVEL, row["lr"], seed) / "checkpoint.npz"
     if not path.exists():
         return None, f"the {WORD_LEVEL} row of seed {seed} has no checkpoint at hand"
     return recurrent_from_checkpoint(path), None
