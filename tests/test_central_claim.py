@@ -2,6 +2,8 @@
 protocol (test sets never read for the choice, two writers keep both rows), the novelty split and the fixed
 features on small inputs, the Brown part in its quick form."""
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -39,12 +41,57 @@ def test_every_sentence_with_a_pair_is_removed():
     assert np.isin(t[g["after"]], aux).mean() > 0.4  # the auxiliary after "yesterday the cat"
 
 
-def test_quick_pipeline(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)  # a quick run writes under the scratch folder runs/results/, and says so
-    path = run_central_claim(CentralClaimOptions(quick=True, brown=False, runs_dir=str(tmp_path / "r")), quiet=True)
-    assert path == Path("runs/results/central_claim_quick.json") and not (tmp_path / "data").exists()
-    assert f"wrote {path}" in capsys.readouterr().out
-    doc = json.loads(path.read_text())
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One quick run of both families (the most expensive part of this file, run once), with every split the
+    protocol reads recorded: (the results file's path, what the run printed, the events). A quick run writes
+    under the scratch folder runs/results/ of the current folder, here a fresh one.
+
+    Events: the split of every ``Corpus.windows`` call made while a learning rate is chosen, and ``score
+    <split>`` for every split scored; a read of the test split during the choice fails the run."""
+    tmp = tmp_path_factory.mktemp("central_claim")
+    events, choosing = [], []
+    real_choose, real_windows, real_score, real_test = claim_runs.choose_lr, Corpus.windows, SplitScores.__call__, Corpus.test
+
+    def choose(*a, **k):
+        choosing.append(True)
+        try:
+            return real_choose(*a, **k)
+        finally:
+            choosing.pop()
+
+    def windows_(self, split, n):
+        if choosing:
+            events.append(split)
+            assert split != "test", "the test split was read while the rate was chosen"
+        return real_windows(self, split, n)
+
+    def score(self, model, corpus, split):
+        assert not choosing or split != "test"
+        events.append(f"score {split}")
+        return real_score(self, model, corpus, split)
+
+    def test_split(self):
+        assert not choosing, "the test split was read while the rate was chosen"
+        return real_test.fget(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp)
+        mp.setattr(claim_runs, "choose_lr", choose)
+        mp.setattr(Corpus, "windows", windows_)
+        mp.setattr(Corpus, "test", property(test_split))
+        mp.setattr(SplitScores, "__call__", score)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            path = run_central_claim(CentralClaimOptions(quick=True, brown=False, runs_dir=str(tmp / "r")), quiet=True)
+    return tmp, path, printed.getvalue(), events
+
+
+def test_quick_pipeline(quick_run):
+    tmp, path, printed, _ = quick_run
+    assert path == Path("runs/results/central_claim_quick.json") and not (tmp / "data").exists()
+    assert f"wrote {path}" in printed
+    doc = json.loads((tmp / path).read_text())
     assert doc["quick"] and "command" in doc and "commit" in doc and doc["protocol"]["lrs"] == [0.3, 1.0, 3.0]
     assert doc["grammar_optimum"]["entropy_rate_nats"] == pytest.approx(entropy_rate(), abs=1e-6)
     assert set(doc["tables"]) == {f"{f}/4000" for f in FAMILIES}
@@ -85,51 +132,18 @@ def test_gap_is_removed_minus_ordinary_log_probability():
     assert tables(rows + [unscored])["c"]["net"] == t["net"]  # a seed diverged before any validation: left out
 
 
-def test_the_test_sets_are_never_read_while_the_rate_is_chosen(tmp_path, monkeypatch):
-    """Every split the protocol's grid reads is recorded: validation only; the removed sentences and the
-    ordinary test sentences are scored after the choice, once per seed."""
-    events, choosing = [], []
-    real_choose, real_windows = claim_runs.choose_lr, Corpus.windows
-
-    def choose(*a, **k):
-        choosing.append(True)
-        try:
-            return real_choose(*a, **k)
-        finally:
-            choosing.pop()
-
-    def windows_(self, split, n):
-        if choosing:
-            events.append(split)
-            assert split != "test", "the test split was read while the rate was chosen"
-        return real_windows(self, split, n)
-
-    real_score = SplitScores.__call__
-
-    def score(self, model, corpus, split):
-        assert not choosing or split != "test"
-        events.append(f"score {split}")
-        return real_score(self, model, corpus, split)
-
-    real_test = Corpus.test
-
-    def test_split(self):
-        assert not choosing, "the test split was read while the rate was chosen"
-        return real_test.fget(self)
-
-    monkeypatch.setattr(claim_runs, "choose_lr", choose)
-    monkeypatch.setattr(Corpus, "windows", windows_)
-    monkeypatch.setattr(Corpus, "test", property(test_split))
-    monkeypatch.setattr(SplitScores, "__call__", score)
-    out = tmp_path / "claim.json"
-    run_central_claim(CentralClaimOptions(quick=True, brown=False, families="animal-verb",
-                                          runs_dir=str(tmp_path / "r")), out, quiet=True)
+def test_the_test_sets_are_never_read_while_the_rate_is_chosen(quick_run):
+    """Every split the protocol's grid reads is recorded (the fixture): validation only; the removed sentences
+    and the ordinary test sentences are scored after the choice, once per seed."""
+    tmp, path, _, events = quick_run
     assert "valid" in events and "test" not in events
-    assert events.count("score test") == 3 * 3  # three tables C, three seeds: scored once each
-    doc = json.loads(out.read_text())
-    assert len([r for r in doc["runs"] if r["seed"] is not None]) == 9
+    n = len(FAMILIES) * 3 * 3  # per family three tables C, three seeds: scored once each
+    assert events.count("score test") == n
+    doc = json.loads((tmp / path).read_text())
+    assert len([r for r in doc["runs"] if r["seed"] is not None]) == n
 
 
+@pytest.mark.long  # the pipeline end to end in two processes; the lock itself: test_skeleton.py
 def test_two_processes_filling_one_file_keep_both_rows(tmp_path):
     out, runs = tmp_path / "claim.json", tmp_path / "r"
     procs = [subprocess.Popen([sys.executable, "-m", "nplm_edu", "reproduce", "central-claim", "--quick", "--no-brown",
