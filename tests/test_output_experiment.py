@@ -68,6 +68,7 @@ def test_rows_summaries_and_time_to_quality_recomputed_when_the_reference_arrive
     assert again["runs"] == json.loads(before)["runs"]
 
 
+@pytest.mark.long  # the target end to end in two processes; the lock itself: test_skeleton.py
 def test_two_processes_fill_one_file(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
     out, runs = tmp_path / "ol.json", tmp_path / "runs"

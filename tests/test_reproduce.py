@@ -208,6 +208,7 @@ def test_table1_resumes_row_by_row(tmp_path):
     assert not fourth["MLP7"]["resumed"] and fourth["MLP7"]["valid"] == third["MLP7"]["valid"]  # same seed
 
 
+@pytest.mark.long  # the target end to end in two processes; the lock itself: test_skeleton.py
 def test_table1_two_processes_fill_one_table(tmp_path):
     """One process per core, different rows, one file: each writes its rows under a lock, keeping the other's."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}

@@ -68,6 +68,7 @@ def test_a_resumed_run_trains_nothing_again_and_gives_the_same_rows(quick):
         assert new[r["run"]]["test_ppl"] == r["test_ppl"] and new[r["run"]]["samples"] == r["samples"]
 
 
+@pytest.mark.long  # the target end to end in two processes; the lock itself: test_skeleton.py
 def test_two_processes_fill_one_file_and_keep_both_rows(tmp_path):
     out, runs = tmp_path / "r.json", tmp_path / "runs"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
