@@ -1,4 +1,6 @@
-"""The command line, run as users run it: ``python -m nplm_edu ...`` in a subprocess.
+"""The command line, run as users run it: ``python -m nplm_edu ...`` in a subprocess, and, for the checks of
+one option's value, ``main()`` (what ``python -m nplm_edu`` calls) in this process, without a second of
+interpreter start-up each.
 
 Bad input must give exactly one line on stderr, exit status 2 and no traceback.
 """
@@ -7,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +30,29 @@ def run(*args, env=None, check_ok=True):
     if check_ok:
         assert p.returncode == 0, p.stderr
     return p
+
+
+@pytest.fixture
+def here(capsys, tmp_path, monkeypatch):
+    """run() without the subprocess: ``main(args)`` in this process, from a scratch folder, its status, stdout
+    and stderr returned as run() returns them. A Python warning fails the test, as it would be a second line
+    on the subprocess's stderr; an exception main() does not turn into one line fails it too."""
+    from nplm_edu.cli import main
+
+    monkeypatch.chdir(tmp_path)
+
+    def call(*args):
+        capsys.readouterr()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                status = main(list(args))
+            except SystemExit as e:  # argparse's usage errors and --help
+                status = e.code
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, status, out, err)
+
+    return call
 
 
 def assert_user_error(p, *needles):
@@ -119,25 +145,25 @@ def test_bad_files(tmp_path):
     assert_user_error(run("corpus", "info", "--corpus", str(latin), env=env, check_ok=False), "UTF-8")
 
 
-def test_export_to_a_file_not_a_folder(tmp_path):
+def test_export_to_a_file_not_a_folder(tmp_path, here):
     afile = tmp_path / "afile"
     afile.write_text("x")
-    assert_user_error(run("corpus", "export", "--out", str(afile), check_ok=False), "afile")
-    assert_user_error(run("corpus", "export", "--out", str(afile / "sub"), check_ok=False), "afile")
+    assert_user_error(here("corpus", "export", "--out", str(afile)), "afile")
+    assert_user_error(here("corpus", "export", "--out", str(afile / "sub")), "afile")
     assert afile.read_text() == "x"  # untouched
 
 
-def test_bad_seed_and_order_in_other_commands():
-    assert_user_error(run("train", "--seed", "-1", "--epochs", "1", check_ok=False), "seed")
-    assert_user_error(run("ngram", "--model", "kn", "--order", "1", check_ok=False), "2..5")
+def test_bad_seed_and_order_in_other_commands(here):
+    assert_user_error(here("train", "--seed", "-1", "--epochs", "1"), "seed")
+    assert_user_error(here("ngram", "--model", "kn", "--order", "1"), "2..5")
 
 
 @pytest.mark.parametrize("args,needle", [
     (["--seed", "-1"], "--seed"),      # numpy's default_rng would raise a traceback
     (["--passes", "-1"], "--passes"),  # was accepted and ran no pass at all
 ])
-def test_bad_class_ngram_options(args, needle):
-    p = run("ngram", "--model", "class", "--classes", "5", "--quiet", *args, check_ok=False)
+def test_bad_class_ngram_options(args, needle, here):
+    p = here("ngram", "--model", "class", "--classes", "5", "--quiet", *args)
     assert_user_error(p, needle)
 
 
@@ -149,8 +175,8 @@ def test_bad_class_ngram_options(args, needle):
     (["--model", "kn", "--seed", "1", "--em-iterations", "3"],
      "--seed is for --model class only; --em-iterations is for --model interp only"),
 ])
-def test_ngram_options_of_another_model_or_out_of_range_are_refused(args, needle):
-    assert_user_error(run("ngram", "--quiet", *args, check_ok=False), needle)
+def test_ngram_options_of_another_model_or_out_of_range_are_refused(args, needle, here):
+    assert_user_error(here("ngram", "--quiet", *args), needle)
 
 
 @pytest.mark.parametrize("args", [
@@ -165,8 +191,8 @@ def test_ngram_options_of_another_model_or_out_of_range_are_refused(args, needle
     ["--synthetic-tokens", "0"],
     ["--corpus-seed", "-1"],                           # numpy would raise deep inside default_rng
 ])
-def test_bad_splits_and_options(args):
-    assert_user_error(run("corpus", "info", *args, check_ok=False))
+def test_bad_splits_and_options(args, here):
+    assert_user_error(here("corpus", "info", *args))
 
 
 @needs_brown
@@ -176,9 +202,9 @@ def test_bad_split_brown():
 
 
 @pytest.mark.parametrize("cmd", [[], ["corpus"], ["corpus", "info"], ["corpus", "export"]])
-def test_help(cmd):
-    p = run(*cmd, "--help")
-    assert p.stdout.startswith("usage:")
+def test_help(cmd, here):
+    p = here(*cmd, "--help")
+    assert p.returncode == 0 and p.stdout.startswith("usage:")
 
 
 def test_missing_subcommand_is_a_usage_error():
@@ -304,10 +330,10 @@ def test_conflicting_or_unknown_values_are_refused_by_argparse(argv, says, capsy
     (["train", "--parallel", "hogwild", "--workers", "0"], "--workers must be at least 1"),
     (["reproduce", "central-claim", "--families", "cat-dog"], "--families: unknown family"),
 ])
-def test_messages_name_options_as_typed(args, says, tmp_path):
+def test_messages_name_options_as_typed(args, says, tmp_path, here):
     """A bad option value is named as the user typed it, with its dashes."""
     extra = ["--out", str(tmp_path / "run")] if args[0] == "train" else []
-    assert_user_error(run(*args, *extra, check_ok=False), says)
+    assert_user_error(here(*args, *extra), says)
 
 
 def test_more_hogwild_workers_than_four_per_core_are_refused(tmp_path, monkeypatch, capsys):
