@@ -29,18 +29,21 @@ def test_a_second_writer_is_refused_naming_the_first(tmp_path):
 
 def test_a_waiting_writer_gets_the_lock_when_the_first_is_done(tmp_path):
     target = tmp_path / "r.json"
-    entered = threading.Event()
+    entered, done = threading.Event(), threading.Event()
 
     def first():
         with one_writer(target):
             entered.set()
             time.sleep(0.3)
+            done.set()  # the first writer's last step before it releases the lock
 
     t = threading.Thread(target=first)
     t.start()
     entered.wait()
     with one_writer(target, wait=10):
-        assert not t.is_alive()  # entered only once the first had left
+        # entered only once the first was done (not "its thread has ended": under load a thread may
+        # still be finishing after it released the lock, and that failed the test now and then)
+        assert done.is_set()
     t.join()
 
 
