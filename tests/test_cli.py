@@ -130,19 +130,18 @@ def test_brown_missing(tmp_path):
     assert_user_error(p, "python -m nltk.downloader brown")
 
 
-def test_bad_files(tmp_path):
+def test_bad_files(tmp_path, monkeypatch, here):
     empty = tmp_path / "empty.txt"
     empty.write_bytes(b"")
     blank = tmp_path / "blank.txt"
     blank.write_bytes(b" \n\t\n  \n")
     latin = tmp_path / "latin1.txt"
     latin.write_bytes("caf\u00e9 cr\u00e8me\n".encode("latin-1"))
-    env = {"NPLM_EDU_CACHE": str(tmp_path / "cache")}
-    assert_user_error(run("corpus", "info", "--corpus", str(tmp_path / "nope.txt"), env=env, check_ok=False),
-                      "nope.txt")
-    assert_user_error(run("corpus", "info", "--corpus", str(empty), env=env, check_ok=False), "empty")
-    assert_user_error(run("corpus", "info", "--corpus", str(blank), env=env, check_ok=False), "whitespace")
-    assert_user_error(run("corpus", "info", "--corpus", str(latin), env=env, check_ok=False), "UTF-8")
+    monkeypatch.setenv("NPLM_EDU_CACHE", str(tmp_path / "cache"))
+    assert_user_error(here("corpus", "info", "--corpus", str(tmp_path / "nope.txt")), "nope.txt")
+    assert_user_error(here("corpus", "info", "--corpus", str(empty)), "empty")
+    assert_user_error(here("corpus", "info", "--corpus", str(blank)), "whitespace")
+    assert_user_error(here("corpus", "info", "--corpus", str(latin)), "UTF-8")
 
 
 def test_export_to_a_file_not_a_folder(tmp_path, here):
@@ -466,25 +465,24 @@ def test_two_train_runs_into_one_out_one_is_refused_naming_the_other(tmp_path, c
     assert len(err.strip().splitlines()) == 1 and not (out / "checkpoint.npz").exists()
 
 
-def test_no_output_path_may_be_an_input(tmp_path):
+def test_no_output_path_may_be_an_input(tmp_path, here):
     base = ["--corpus", "synthetic", "--synthetic-tokens", "3000"]
     run("train", *base, "--epochs", "1", "--quiet", "--out", str(tmp_path / "X"))
     ckpt = tmp_path / "X" / "checkpoint.npz"
     before = ckpt.read_bytes()
-    assert_user_error(run("mix", str(ckpt), *base, "--json", str(ckpt), check_ok=False), "--json", "is CHECKPOINT")
-    assert_user_error(run("train", *base, "--epochs", "1", "--quiet", "--force", "--out", str(tmp_path / "X"),
-                          "--results", str(ckpt), check_ok=False), "--results", "lies inside --out")
+    assert_user_error(here("mix", str(ckpt), *base, "--json", str(ckpt)), "--json", "is CHECKPOINT")
+    assert_user_error(here("train", *base, "--epochs", "1", "--quiet", "--force", "--out", str(tmp_path / "X"),
+                           "--results", str(ckpt)), "--results", "lies inside --out")
     assert ckpt.read_bytes() == before
     text = tmp_path / "f.txt"
     text.write_text("the cat sat on the mat .\n" * 200)
-    assert_user_error(run("ngram", "--corpus", str(text), "--json", str(text), check_ok=False), "is --corpus")
-    assert_user_error(run("reproduce", "ngrams", "--corpus", str(text), "--out", str(text), check_ok=False),
-                      "--out", "is --corpus")
+    assert_user_error(here("ngram", "--corpus", str(text), "--json", str(text)), "is --corpus")
+    assert_user_error(here("reproduce", "ngrams", "--corpus", str(text), "--out", str(text)), "--out", "is --corpus")
     (tmp_path / "E").mkdir()
     train_txt = tmp_path / "E" / "train.txt"
     train_txt.write_text(text.read_text())
-    assert_user_error(run("corpus", "export", "--corpus", str(train_txt), "--out", str(tmp_path / "E"),
-                          check_ok=False), "--out", "is --corpus")
+    assert_user_error(here("corpus", "export", "--corpus", str(train_txt), "--out", str(tmp_path / "E")), "--out",
+                      "is --corpus")
     assert text.read_text().startswith("the cat") and train_txt.read_text().startswith("the cat")
 
 
@@ -495,7 +493,7 @@ def test_a_corpus_that_is_a_pipe_is_refused_with_its_name(tmp_path):
                       "not a regular file")
 
 
-def test_a_results_file_of_another_target_is_never_replaced(tmp_path):
+def test_a_results_file_of_another_target_is_never_replaced(tmp_path, here):
     other = tmp_path / "t1.json"
     other.write_text((ROOT / "data" / "results" / "table1_quick.json").read_text())
     before = other.read_bytes()
@@ -504,7 +502,7 @@ def test_a_results_file_of_another_target_is_never_replaced(tmp_path):
                  ["train", "--corpus", "synthetic", "--synthetic-tokens", "3000", "--epochs", "1",
                   "--out", str(tmp_path / "run"), "--results"]):
         flag = [] if args[0] == "train" else ["--out"]
-        assert_user_error(run(*args, *flag, str(other), "--quiet", check_ok=False), "is a table1 results file")
+        assert_user_error(here(*args, *flag, str(other), "--quiet"), "is a table1 results file")
     assert other.read_bytes() == before
 # --------------------------------------------------------------------------- sample
 
