@@ -11,9 +11,13 @@ import numpy as np
 import pytest
 
 from nplm_edu.errors import UserError
+from nplm_edu.models.class_softmax import ClassSoftmax
 from nplm_edu.models.gradcheck import gradcheck
 from nplm_edu.models.nplm import NPLM, NPLMConfig
-from nplm_edu.training.optim import Adam, dropout_mask
+from nplm_edu.models.tree_softmax import TreeSoftmax
+from nplm_edu.models.trees import Tree, huffman_merges
+from nplm_edu.numerics import threads
+from nplm_edu.training.optim import Adam, dropout_mask, sgd_step
 from nplm_edu.training.trainer import TrainConfig, train
 from test_reproduce import run, run_parser  # `reproduce` in this process
 from test_train import data  # the same small structured corpus as the SGD trainer's tests
@@ -158,6 +162,69 @@ def test_resume_after_ctrl_c_mid_epoch_equals_uninterrupted(tmp_path, monkeypatc
         assert "adam_m/U" in z.files and "adam_v/U" in z.files and "best/U" in z.files
     with pytest.raises(UserError, match="cannot resume with dropout_a"):
         fit(3, tmp_path / "cut", resume=True, dropout_a=0.5)
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """Every parameter split between two threads, however small (numerics.threads)."""
+    before = threads._SET["threads"]
+    monkeypatch.setattr(threads, "MIN_ROWWISE", 0)
+    threads.set_threads(2)
+    yield
+    threads.set_threads(before)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_sgd_steps_fast_path_is_the_plain_rule(dtype, two_threads):
+    """sgd_step(fast=True), in place on the threads (every parameter split between two), gives the plain
+    rule's numbers bit for bit: a dense and a row gradient, weight decay or none, a bias."""
+    rng = np.random.default_rng(4)
+    params = {k: rng.standard_normal(shape).astype(dtype) for k, shape in (("C", (40, 6)), ("U", (40, 9)), ("b", (40,)))}
+    rows = {"C": np.array([2, 3, 17, 39])}
+    grads = {"C": rng.standard_normal((4, 6)).astype(dtype), "U": rng.standard_normal((40, 9)).astype(dtype),
+             "b": rng.standard_normal(40).astype(dtype)}
+    for wd in (0.0, 0.05):
+        plain, fast = ({k: p.copy() for k, p in params.items()} for _ in range(2))
+        sgd_step(plain, {k: g.copy() for k, g in grads.items()}, 0.3, wd, ("C", "U"), rows)
+        sgd_step(fast, {k: g.copy() for k, g in grads.items()}, 0.3, wd, ("C", "U"), rows, fast=True)
+        for k in params:
+            assert plain[k].tobytes() == fast[k].tobytes(), (k, wd)
+        untouched = np.setdiff1d(np.arange(40), rows["C"])
+        want = params["C"][untouched] * (1 - 0.3 * wd)  # rows without a gradient: only decayed
+        assert np.array_equal(plain["C"][untouched], want.astype(dtype))
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.05])
+@pytest.mark.parametrize("output", ["class", "tree"])
+def test_both_sgd_paths_decay_the_models_list_with_the_output_weights(output, weight_decay, two_threads):
+    """An NPLM with a class-factored or a tree output layer: model.decayed names the output layer's
+    weights (U and U_class, or U_node); on the same gradients (dL/dC dense, or only the batch's rows of
+    it) the plain rule and the threaded fast path give the same parameters in float64, and beyond the
+    gradient step every decayed array shrinks by lr wd p, the biases (d, b, b_class, b_node) not at all."""
+    V, h, lr = 20, 5, 0.3
+    layer = (ClassSoftmax(V, h, np.arange(V) % 4) if output == "class"
+             else TreeSoftmax(V, h, Tree(huffman_merges(np.arange(1, V + 1)))))
+    model = NPLM(NPLMConfig(V=V, n=4, m=3, h=h, direct=False, dtype="float64", seed=0), output=layer)
+    rng = np.random.default_rng(7)
+    for p in model.params.values():  # random parameters, nonzero biases too
+        p[...] = 0.5 * rng.standard_normal(p.shape)
+    weights = {"class": {"U", "U_class"}, "tree": {"U_node"}}[output]
+    assert weights | {"C", "H"} == set(model.decayed)  # the output layer's weights, none of the biases
+    c, t = rng.integers(0, V, (4, 3)), rng.integers(0, V, 4)
+    _, g = model.loss_and_grads(c, t)
+    ids = np.unique(c)  # the batch's words: dL/dC is zero elsewhere
+    assert len(ids) < V and not g["C"][np.setdiff1d(np.arange(V), ids)].any()
+    for rows, grads in (({}, g), ({"C": ids}, {**g, "C": g["C"][ids]})):
+        def step(wd, fast=False):
+            params = {k: p.copy() for k, p in model.params.items()}
+            sgd_step(params, {k: x.copy() for k, x in grads.items()}, lr, wd, model.decayed, rows, fast=fast)
+            return params
+        plain, fast, undecayed = step(weight_decay), step(weight_decay, fast=True), step(0.0)
+        for k, p in model.params.items():
+            np.testing.assert_allclose(fast[k], plain[k], rtol=0, atol=1e-12, err_msg=k)
+            shrink = lr * weight_decay * p if k in model.decayed else np.zeros_like(p)
+            np.testing.assert_allclose(undecayed[k] - plain[k], shrink, rtol=0, atol=1e-12, err_msg=k)
+        assert np.abs(plain["H"] - model.params["H"]).max() > 1e-3  # the step did move the parameters
 
 
 @pytest.mark.parametrize("direct", [True, False])

@@ -123,7 +123,7 @@ class SerialBackend(Backend):
         if self.clip is not None:
             clip_grad_norm(grads, self.clip)
         if self.adam is None:
-            sgd_step(self.trained, grads, lr, c.weight_decay, m.decayed)
+            sgd_step(self.trained, grads, lr, c.weight_decay, m.decayed, fast=True)
         else:
             self.adam.step(m.params, grads, lr)
         return loss

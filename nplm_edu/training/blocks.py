@@ -108,7 +108,7 @@ class BlockBackend(Backend):
             norm = clip_grad_norm(grads, self.clip)
             self.norms += (norm, 1, norm > self.clip)
         if self.adam is None:
-            sgd_step(self.trained, grads, lr, self.config.weight_decay, self.model.decayed)
+            sgd_step(self.trained, grads, lr, self.config.weight_decay, self.model.decayed, fast=True)
         else:
             self.adam.step(self.model.params, grads, lr)
         return loss

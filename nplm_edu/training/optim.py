@@ -38,6 +38,7 @@ import numpy as np
 
 from ..numerics.threads import scale_inplace, sgd_inplace
 
+
 def learning_rate(lr: float, decay_rate: float, step: int, lr_decay: float = 1.0, epoch: int = 0) -> float:
     """lr_t = lr / (1 + decay_rate t) * lr_decay^epoch, t = updates done before this one (section 4).
 
@@ -49,23 +50,41 @@ def learning_rate(lr: float, decay_rate: float, step: int, lr_decay: float = 1.0
     return lr / (1.0 + decay_rate * step) * lr_decay ** epoch
 
 
-def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed: tuple, rows=None) -> None:
-    """In place: p -= lr (g + weight_decay p) for the ``decayed`` names (``model.decayed``: C, H, U, W
-    for the NPLM), p -= lr g for the others (the biases b, d): the paper's rule;
-    :meth:`nplm_edu.numerics.fused.FusedNPLM.sgd_update` does the same without storing the gradients.
+def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed: tuple, rows=None,
+             *, fast: bool = False) -> None:
+    """In place, the paper's rule: p -= lr (g + weight_decay p) for the ``decayed`` names
+    (``model.decayed``: C, H, U, W for the NPLM), p -= lr g for the others (the biases b, d).
 
     ``rows`` (name -> unique row ids): that name's gradient holds only those rows (the look-up
-    table C of a batch's words); weight decay still shrinks every row, the step moves only those."""
+    table C of a batch's words); weight decay still shrinks every row, the step moves only those.
+    ``fast``: the same numbers from the in-place kernels of :mod:`nplm_edu.numerics.threads` (a
+    block of rows on each thread, no temporaries; ``grads`` may be overwritten), as the trainers run it.
+    :meth:`nplm_edu.numerics.fused.FusedNPLM.sgd_update` applies the rule without storing the gradients."""
     rows = rows or {}
     for name, g in grads.items():
         p = params[name]
-        if name in rows:
-            if weight_decay and name in decayed:
-                scale_inplace(p, 1 - lr * weight_decay)  # p <- (1 - lr weight_decay) p, every row
-            g *= p.dtype.type(lr)
-            p[rows[name]] -= g  # the ids are unique: one subtraction per row
-        else:  # p -= lr (g + weight_decay p), or p -= lr g (on the threads when p is large)
-            sgd_inplace(p, g, lr, weight_decay if name in decayed else 0.0)
+        wd = weight_decay if name in decayed else 0.0  # the biases are never decayed
+        if fast:
+            _fast_step(p, g, lr, wd, rows.get(name))
+        elif name in rows:  # g: only the rows rows[name] of the gradient
+            p *= 1 - lr * wd  # weight decay: every row
+            p[rows[name]] -= lr * g  # the step: those rows (unique ids, one subtraction each)
+        elif wd:
+            p -= lr * (g + wd * p)
+        else:
+            p -= lr * g
+
+
+def _fast_step(p: np.ndarray, g: np.ndarray, lr: float, wd: float, rows) -> None:
+    """The rule of :func:`sgd_step` on one parameter p, with the kernels of :mod:`nplm_edu.numerics.threads`;
+    ``rows``: the rows g holds (None: all of them)."""
+    if rows is None:
+        sgd_inplace(p, g, lr, wd)  # p -= lr (g + wd p), or p -= lr g
+        return
+    if wd:
+        scale_inplace(p, 1 - lr * wd)  # p <- (1 - lr wd) p, every row
+    g *= p.dtype.type(lr)  # g's memory reused for lr g
+    p[rows] -= g
 
 
 def dropout_mask(rng: np.random.Generator, shape: tuple, p: float, dtype) -> np.ndarray | None:

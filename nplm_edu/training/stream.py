@@ -165,7 +165,7 @@ class StreamBackend(Backend):
             loss, grads, self.state = m.loss_and_grads(X, Y, self.state, mx, ma, resets)
         norm = clip_grad_norm(grads, self.stream.clip)  # the zero rows of dL/dC add nothing to the norm
         self.norms += (norm, 1, norm > self.stream.clip)
-        sgd_step(m.params, grads, lr, c.weight_decay, m.decayed, rows)
+        sgd_step(m.params, grads, lr, c.weight_decay, m.decayed, rows, fast=True)
         return loss
 
     def batch_bytes(self, K: int) -> int:

@@ -19,7 +19,7 @@ paper's per-example loop)::
 Three Allreduce calls per update, of K, K and K (h + (n-1)m + 1) numbers. The last one also
 carries y_{w_t} - Q from the CPU that owns w_t, so every CPU (rank 0 included) learns
 log P(w_t | context) = y_{w_t} - Q - log S without a separate message (the paper sends p_{w_t} to
-CPU 0). The update equals the serial trainer's (``NPLM.loss_and_grads`` + ``train.sgd_step``) up to
+CPU 0). The update equals the serial trainer's (``NPLM.loss_and_grads`` + ``optim.sgd_step``) up to
 rounding: only the order of some sums differs.
 
 The arithmetic is the fused network's (:mod:`nplm_edu.numerics.fused`: :func:`~nplm_edu.numerics.fused.features`,
