@@ -87,6 +87,7 @@ def quick_run(tmp_path_factory):
     return tmp, path, printed.getvalue(), events
 
 
+@pytest.mark.long  # the quick pipeline end to end (the module's one run of it)
 def test_quick_pipeline(quick_run):
     tmp, path, printed, _ = quick_run
     assert path == Path("runs/results/central_claim_quick.json") and not (tmp / "data").exists()
@@ -132,6 +133,7 @@ def test_gap_is_removed_minus_ordinary_log_probability():
     assert tables(rows + [unscored])["c"]["net"] == t["net"]  # a seed diverged before any validation: left out
 
 
+@pytest.mark.long  # the quick pipeline end to end (the module's one run of it)
 def test_the_test_sets_are_never_read_while_the_rate_is_chosen(quick_run):
     """Every split the protocol's grid reads is recorded (the fixture): validation only; the removed sentences
     and the ordinary test sentences are scored after the choice, once per seed."""

@@ -35,6 +35,7 @@ def quick(tmp_path_factory):
     return json.loads(out.read_text()), out, runs
 
 
+@pytest.mark.long  # every row of the quick target end to end (the module's one run of it)
 def test_every_row_every_seed_with_what_its_row_holds(quick):
     doc, _, _ = quick
     assert set(doc["summary"]) == set(rec.ORDER) and len(doc["runs"]) == 5 * 3
@@ -54,6 +55,7 @@ def test_every_row_every_seed_with_what_its_row_holds(quick):
     assert s["n"] == 3 and s["mean"] == pytest.approx(np.mean(s["values"])) and s["std"] > 0
 
 
+@pytest.mark.long  # every row of the quick target end to end (the module's one run of it)
 def test_a_resumed_run_trains_nothing_again_and_gives_the_same_rows(quick):
     doc, out, runs = quick
     rows = doc["runs"]
