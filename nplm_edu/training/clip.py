@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np  # noqa: F401 -- the doctest's arrays
-
 from ..errors import UserError
 from ..numerics.threads import scale_inplace, sum_of_squares
 
@@ -42,6 +40,7 @@ def grad_norm(grads: dict) -> float:
 def clip_grad_norm(grads: dict, max_norm: float) -> float:
     """In place: g <- g min(1, max_norm / ||g||) for every gradient; returns ||g|| before clipping.
 
+    >>> import numpy as np
     >>> g = {"a": np.array([3.0]), "b": np.array([4.0])}
     >>> clip_grad_norm(g, 1.0), g["a"].round(12).tolist(), g["b"].round(12).tolist()
     (5.0, [0.6], [0.8])
