@@ -28,9 +28,10 @@ def atomic_write(path, write, binary: bool = True) -> Path:
     file gets the permissions of the one it replaces, or those of any new file (the temporary file
     is private to its owner until then).
 
-    >>> import json, tempfile as t
-    >>> p = atomic_write(Path(t.mkdtemp()) / "x.json", lambda f: f.write(json.dumps([1])), binary=False)
-    >>> p.read_text()
+    >>> import json, tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = atomic_write(Path(d) / "x.json", lambda f: f.write(json.dumps([1])), binary=False)
+    ...     p.read_text()
     '[1]'
     """
     return atomic_writes({path: write}, binary)[0]
@@ -42,13 +43,13 @@ def atomic_writes(writes: dict, binary: bool = True) -> list[Path]:
     writing leaves every path as it was (and no temporary file): a reader finds all the new files
     or none (only a crash between two renames, microseconds apart, could leave a mix).
 
-    >>> import tempfile as t
-    >>> d = Path(t.mkdtemp())
+    >>> import tempfile
     >>> def fail(f): raise KeyboardInterrupt
-    >>> try:
-    ...     atomic_writes({d / "a.txt": lambda f: f.write("a"), d / "b.txt": fail}, binary=False)
-    ... except KeyboardInterrupt:
-    ...     sorted(p.name for p in d.iterdir())
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     try:
+    ...         atomic_writes({Path(d, "a.txt"): lambda f: f.write("a"), Path(d, "b.txt"): fail}, binary=False)
+    ...     except KeyboardInterrupt:
+    ...         sorted(p.name for p in Path(d).iterdir())
     []
     """
     staged = []  # (temporary, path)
@@ -86,9 +87,10 @@ def remove_stale_temporaries(*paths, older_than: float | None = None) -> None:
     ``older_than`` (seconds), only those unchanged for that long: where another process may be
     writing one now (a shared cache).
 
-    >>> import tempfile as t
-    >>> d = Path(t.mkdtemp()); _ = (d / "c.npz.k1ll3d.tmp").write_bytes(b"half"), (d / "notes.tmp").write_text("mine")
-    >>> remove_stale_temporaries(d / "c.npz"); sorted(p.name for p in d.iterdir())
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as t:
+    ...     d = Path(t); _ = (d / "c.npz.k1ll3d.tmp").write_bytes(b"half"), (d / "notes.tmp").write_text("mine")
+    ...     remove_stale_temporaries(d / "c.npz"); sorted(p.name for p in d.iterdir())
     ['notes.tmp']
     """
     now = time.time()
@@ -108,13 +110,14 @@ def new_folder_removed_on_failure(folder):
     """Inside, an exception removes ``folder`` if it did not exist on entry and is still empty: a
     command that fails before writing anything leaves no folder of its making behind.
 
-    >>> import tempfile as t
-    >>> d = Path(t.mkdtemp()) / "out"
-    >>> try:
-    ...     with new_folder_removed_on_failure(d):
-    ...         d.mkdir(); raise ValueError
-    ... except ValueError:
-    ...     d.exists()
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as t:
+    ...     d = Path(t) / "out"
+    ...     try:
+    ...         with new_folder_removed_on_failure(d):
+    ...             d.mkdir(); raise ValueError
+    ...     except ValueError:
+    ...         d.exists()
     False
     """
     new = not Path(folder).exists()
