@@ -42,10 +42,16 @@ def _quick(name: str) -> str:
     return str(default_results(name, True))
 
 
-def _common(p, default_out: str, brown_slice: tuple[int, int] | None = None) -> None:
-    add_corpus_args(p, default_corpus="brown", brown_slice=brown_slice)
-    p.add_argument("--out", default=None, help=f"output file (default {default_out})")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+def _target(sub, name: str, handler, default_out: str, brown_slice: tuple[int, int] | None = None, **texts):
+    """The subcommand of target ``name`` (``texts``: its help and description) with the options every
+    target reading a corpus shares (the corpus, --out, --quiet), running ``handler`` after the shared
+    check (:func:`_checked`); the caller adds the target's own options."""
+    q = sub.add_parser(name, **texts)
+    add_corpus_args(q, default_corpus="brown", brown_slice=brown_slice)
+    q.add_argument("--out", default=None, help=f"output file (default {default_out})")
+    q.add_argument("--quiet", action="store_true", help="no progress bars")
+    q.set_defaults(func=_checked(handler))
+    return q
 
 
 def _checked(handler):
@@ -115,18 +121,16 @@ def add_cli(subparsers) -> None:
 
 
 def _add_ngrams(sub) -> None:
-    q = sub.add_parser("ngrams", help="every n-gram row of Table 1 (about a minute)", description=description(ngrams.__doc__))
-    _common(q, "data/results/ngrams.json")
+    q = _target(sub, "ngrams", _ngrams, "data/results/ngrams.json", help="every n-gram row of Table 1 (about a minute)",
+                description=description(ngrams.__doc__))
     add_options(q, ngrams.NgramsOptions(), help={"classes": "class counts, comma-separated (default the paper's "
                                                             "150,200,500,1000,2000; the first also for orders 4 and 5)",
                                                  "passes": "exchange-algorithm passes"})
-    q.set_defaults(func=_checked(_ngrams))
 
 
 def _add_table1(sub) -> None:
-    q = sub.add_parser("table1", help="the neural rows of Table 1 (hours, resumable)",
-                       description="Train and evaluate the neural rows of Table 1 (MLP1-MLP10).")
-    _common(q, _outs("table1"))
+    q = _target(sub, "table1", _table1, _outs("table1"), help="the neural rows of Table 1 (hours, resumable)",
+                description="Train and evaluate the neural rows of Table 1 (MLP1-MLP10).")
     add_options(q, table1.TRAIN, skip=_only(table1.TRAIN, table1.TRAIN_OPTIONS), help=HELP)
     add_options(q, table1.Table1Options(), help={
         "rows": "trained rows to run, e.g. MLP1,MLP9 (default all; each brings its mixed even row)",
@@ -135,61 +139,57 @@ def _add_table1(sub) -> None:
         "runs_dir": f"where rows checkpoint {RUNS_DEFAULT}",
         "force": "retrain the requested rows from scratch",
         "save_features": "write the best network's word features C to <out>_features.npz (never with --quick)"})
-    q.set_defaults(func=_checked(_table1))
 
 
 def _add_minibatch(sub) -> None:
-    q = sub.add_parser("minibatch", help="K = 1 against minibatches on one network (about 11 minutes, resumable)",
-                       description="Does minibatch SGD track the paper's pure SGD (K = 1)?")
-    _common(q, "data/results/minibatch.json", brown_slice=minibatch.SLICE)
+    q = _target(sub, "minibatch", _minibatch, "data/results/minibatch.json", brown_slice=minibatch.SLICE,
+                help="K = 1 against minibatches on one network (about 11 minutes, resumable)",
+                description="Does minibatch SGD track the paper's pure SGD (K = 1)?")
     add_options(q, minibatch.MinibatchOptions(), help={
         "row": "the Table 1 network to train", "epochs": "epochs of each run",
         "batch": "K of the 'table1' run", "lr": "eps_0 of the 'table1' run", "decay_rate": "r of the 'table1' run",
         "weight_decay": "weight decay of every run", "seed": "initialisation and shuffling seed",
         "runs_dir": f"where the three runs checkpoint and resume {RUNS_DEFAULT}",
         "force": "train the three runs again from scratch"})
-    q.set_defaults(func=_checked(_minibatch))
 
 
 def _add_beyond(sub) -> None:
-    q = sub.add_parser("beyond", help="a larger network trained longer, mixed by EM (about an hour, resumable)",
-                       description="One row of Table 1 trained with what we know now.")
-    _common(q, _outs("beyond"))
+    q = _target(sub, "beyond", _beyond, _outs("beyond"),
+                help="a larger network trained longer, mixed by EM (about an hour, resumable)",
+                description="One row of Table 1 trained with what we know now.")
     add_options(q, beyond.NETWORK, skip=_only(beyond.NETWORK, beyond.NETWORK_OPTIONS), help=HELP)
     add_options(q, beyond.TRAIN, skip=_only(beyond.TRAIN, beyond.TRAIN_OPTIONS), help=HELP)
     add_options(q, beyond.BeyondOptions(), help={"quick": f"the same pipeline on a slice, at most "
                                                           f"{beyond.QUICK_EPOCHS} epochs, into {_quick('beyond')}",
                                                  "runs_dir": f"where the run checkpoints and resumes {RUNS_DEFAULT}",
                                                  "force": "train again from scratch"})
-    q.set_defaults(func=_checked(_beyond))
 
 
 def _add_lr_sweep(sub) -> None:
-    q = sub.add_parser("lr-sweep", help="the initial learning rate eps_0 of minibatch SGD (about 6 minutes)",
-                       description="Train one Table 1 network once per eps_0 on a slice of Brown (the first "
-                                   f"{lr_sweep.SLICE[0]:,} / {lr_sweep.SLICE[1]:,} tokens unless --train-size / "
-                                   "--valid-size say otherwise) and compare validation perplexities.")
-    _common(q, _outs("lr_sweep"), brown_slice=lr_sweep.SLICE)
+    q = _target(sub, "lr-sweep", _lr_sweep, _outs("lr_sweep"), brown_slice=lr_sweep.SLICE,
+                help="the initial learning rate eps_0 of minibatch SGD (about 6 minutes)",
+                description="Train one Table 1 network once per eps_0 on a slice of Brown (the first "
+                            f"{lr_sweep.SLICE[0]:,} / {lr_sweep.SLICE[1]:,} tokens unless --train-size / "
+                            "--valid-size say otherwise) and compare validation perplexities.")
     add_options(q, lr_sweep.LrSweepOptions(), help={
         "row": "the Table 1 network to train", "lrs": "values of eps_0, comma-separated",
         "epochs": "epochs of every run (fixed: no early stopping)", "batch": "K of every run",
         "decay_rate": "r of every run", "weight_decay": "weight decay of every run",
         "seed": "initialisation and shuffling seed", "quick": f"a slice of the corpus, at most "
                                                               f"{lr_sweep.QUICK_EPOCHS} epochs, into {_quick('lr_sweep')}"})
-    q.set_defaults(func=_checked(_lr_sweep))
 
 
 def _add_output_layers(sub) -> None:
     ol = output_layers
-    q = sub.add_parser("output-layers", help="MLP9 with the output layers after 2003, by the comparison protocol "
-                                             "(CPU hours on Brown, resumable, parallel)",
-                       description="MLP9 trained with each output layer after 2003 (class-factored, tree, "
-                                   "differentiated and adaptive softmaxes, LightRNN, importance sampling, NCE) and "
-                                   "the energy network of the paper's section 5 by one "
-                                   "protocol: the learning rate chosen on validation, three seeds to early "
-                                   "stopping, time to the full softmax's quality. Processes given different "
-                                   "--methods fill one file.")
-    _common(q, _outs("output_layers"))
+    q = _target(sub, "output-layers", _output_layers, _outs("output_layers"),
+                help="MLP9 with the output layers after 2003, by the comparison protocol "
+                     "(CPU hours on Brown, resumable, parallel)",
+                description="MLP9 trained with each output layer after 2003 (class-factored, tree, "
+                            "differentiated and adaptive softmaxes, LightRNN, importance sampling, NCE) and "
+                            "the energy network of the paper's section 5 by one "
+                            "protocol: the learning rate chosen on validation, three seeds to early "
+                            "stopping, time to the full softmax's quality. Processes given different "
+                            "--methods fill one file.")
     quick = ol.QUICK_PROTOCOL
     add_options(q, ol.OutputLayersOptions(), help={
         "methods": f"methods to run, comma-separated, from {','.join(ol.METHODS)} (default: all but "
@@ -206,14 +206,12 @@ def _add_output_layers(sub) -> None:
         "force": "train the requested methods' runs again from scratch (and replace a file of other settings)",
         "describe_only": "train nothing: write each method's layer description (classes, tree depth, output rows "
                          "per example) into the results file"})
-    q.set_defaults(func=_checked(_output_layers))
 
 
 def _add_recurrent(sub) -> None:
-    q = sub.add_parser("recurrent", help="recurrent models against the NPLM by the comparison protocol "
-                                         "(CPU hours, resumable, parallel)",
-                       description=description(recurrent.__doc__, 1))
-    _common(q, _outs("recurrent"))
+    q = _target(sub, "recurrent", _recurrent, _outs("recurrent"),
+                help="recurrent models against the NPLM by the comparison protocol (CPU hours, resumable, parallel)",
+                description=description(recurrent.__doc__, 1))
     add_options(q, recurrent.RecurrentOptions(), skip=recurrent.FIELDS, help={
         "models": f"rows to train, comma-separated, among {','.join(recurrent.ROWS)}",
         "seeds": "seeds of the chosen learning rate, comma-separated (default: all of the protocol's, "
@@ -221,7 +219,6 @@ def _add_recurrent(sub) -> None:
         "quick": f"the same pipeline on a tiny slice with a small network, into {_quick('recurrent')}",
         "runs_dir": f"where the runs checkpoint {RUNS_DEFAULT}",
         "force": "train again from scratch"})
-    q.set_defaults(func=_checked(_recurrent))
 
 
 def _add_central_claim(sub) -> None:
