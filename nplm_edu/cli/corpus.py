@@ -1,5 +1,5 @@
 """``python -m nplm_edu corpus``: inspect a corpus or export the exact token streams the models see;
-and the corpus options every subcommand shares."""
+and what the subcommands share: the corpus options, the --json report file of mix and ngram."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ..data.corpus import BROWN_SPLIT, Corpus, CorpusSpec, export
 from ..data.files import new_folder_removed_on_failure
 from ..data.vocab import UNK
 from ..errors import UserError
+from ..experiments.common import check_output_path, write_json_atomic
 from ..experiments.skeleton import check_not_over
 from ..training.checkpoint import check_writable
 from ..training.guards import sigterm_as_ctrl_c
@@ -64,6 +65,20 @@ def corpus_input(args) -> dict:
         raise UserError(f"--corpus {name} is not a regular file (a pipe or a device?): the corpus is read more "
                         "than once, so save it to a file first")
     return {"--corpus": path} if path.exists() else {}
+
+
+def check_json_out(path, inputs: dict) -> None:
+    """Before any work: the report file ``--json`` names (None: not given) is none of ``inputs`` (nor
+    inside one) and can be written."""
+    if path:
+        check_not_over({"--json": path}, inputs)
+        check_output_path(path, "--json")
+
+
+def write_json_out(path, doc: dict) -> None:
+    """The report ``doc`` into the file ``--json`` names (None: not given), and a line saying so."""
+    if path:
+        print(f"wrote {write_json_atomic(path, doc)}")
 
 
 def corpus_from_args(args) -> Corpus:

@@ -9,17 +9,13 @@ import numpy as np
 
 from ..analysis.mixture import mixture_report
 from ..errors import UserError
-from ..experiments.common import check_output_path, write_json_atomic
 from ..models.ngram import InterpolatedTrigram
 from ..training.checkpoint import corpus_fingerprints, load_checkpoint, model_from_checkpoint
-from ..experiments.skeleton import check_not_over
-from .corpus import add_corpus_args, corpus_from_args, corpus_input
+from .corpus import add_corpus_args, check_json_out, corpus_from_args, corpus_input, write_json_out
 
 
 def _cmd_mix(args) -> int:
-    check_not_over({"--json": args.json}, {"CHECKPOINT": args.checkpoint, **corpus_input(args)})
-    if args.json:
-        check_output_path(args.json, "--json")  # before the trigram is fitted and both models scored
+    check_json_out(args.json, {"CHECKPOINT": args.checkpoint, **corpus_input(args)})  # before the fit and scoring
     model = model_from_checkpoint(args.checkpoint)
     corpus = corpus_from_args(args)
     if corpus.V != model.V:
@@ -44,8 +40,7 @@ def _cmd_mix(args) -> int:
     for name, r in report["perplexity"].items():
         print(f"{name:14} {r['valid']:9.2f} {r['test']:9.2f}")
     print(f"EM weight of the network: {report['weights']['mix EM']:.3f}")
-    if args.json:
-        print(f"wrote {write_json_atomic(args.json, dict(report, checkpoint=str(args.checkpoint), corpus=args.corpus))}")
+    write_json_out(args.json, dict(report, checkpoint=str(args.checkpoint), corpus=args.corpus))
     return 0
 
 

@@ -11,10 +11,8 @@ import json
 import sys
 
 from ..errors import UserError, flag
-from ..experiments.common import check_output_path, write_json_atomic
 from ..models.ngram.build import MODELS, build_model, evaluate
-from ..experiments.skeleton import check_not_over
-from .corpus import add_corpus_args, corpus_from_args, corpus_input
+from .corpus import add_corpus_args, check_json_out, corpus_from_args, corpus_input, write_json_out
 
 
 # the options of one model only (default None: given or not is known), refused with any other model
@@ -36,9 +34,8 @@ def _check_options(args) -> None:
 
 def _cmd_ngram(args) -> int:
     _check_options(args)
-    if args.json and args.json != "-":
-        check_not_over({"--json": args.json}, corpus_input(args))
-        check_output_path(args.json, "--json")  # before the fit
+    if args.json != "-":  # '-': stdout
+        check_json_out(args.json, corpus_input(args))  # before the fit
     corpus = corpus_from_args(args)
     order = args.order if args.order is not None else 3 if args.model in ("interp", "class") else 5
     model = build_model(args.model, order, corpus.V, args.classes, args.passes, args.seed, args.quiet)
@@ -54,12 +51,10 @@ def _cmd_ngram(args) -> int:
         print(f"  {split:<5} perplexity {'inf (a zero probability)' if ppl is None else f'{ppl:.2f}'}", file=report)
     print(f"  time: fit {res['fit_seconds']:.2f} s, test evaluation {res['test_seconds']:.2f} s, "
           f"total {res['seconds']:.2f} s", file=report)
-    if args.json:
-        text = json.dumps(res, indent=2) + "\n"
-        if args.json == "-":
-            print(text, end="")
-        else:
-            print(f"wrote {write_json_atomic(args.json, res)}")
+    if args.json == "-":
+        print(json.dumps(res, indent=2))
+    else:
+        write_json_out(args.json, res)
     return 0
 
 
