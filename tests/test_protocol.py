@@ -14,8 +14,8 @@ from nplm_edu.data.corpus import Corpus, load_corpus
 from nplm_edu.errors import UserError
 from nplm_edu.experiments import common
 from nplm_edu.experiments.protocol import (Method, Protocol, choose_lr, done_rows, mean_std, run_seeds,
-                                           seeds_time_to_quality, summary, time_to_quality, train_run, with_summaries,
-                                           write_rows)
+                                           scored, summary, train_run, with_summaries, write_rows)
+from nplm_edu.experiments.quality import seeds_time_to_quality, time_to_quality
 from nplm_edu.experiments.run_record import sessions
 from nplm_edu.experiments.skeleton import merge_results
 from nplm_edu.models.nplm import NPLM, NPLMConfig
@@ -422,3 +422,9 @@ def test_one_corpus_function_gives_each_target_the_data_it_trained_on_before(tar
     spec = CorpusSpec(corpus="synthetic", synthetic_tokens=4000) if corpus_name == "synthetic" else CorpusSpec(corpus="brown")
     corpus = comparison_data(spec, quick, QUICK_SLICE if target == "recurrent" else None)
     assert tuple(fingerprint(corpus).values()) == BEFORE[target, corpus_name, quick]
+
+
+def test_scored_keeps_only_rows_with_a_validation_score():
+    rows = [{"seed": 0, "valid_ppl": 200.0}, {"seed": 1, "valid_ppl": None}, {"seed": 2}, {"seed": 3, "valid_ppl": 210.0}]
+    assert [r["seed"] for r in scored(rows)] == [0, 3]
+    assert scored([]) == []

@@ -80,7 +80,8 @@ from ..training.trainer import TrainConfig
 from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
                              TimedBackend, build_model, parse_methods, sampled_extra)
 from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_data, mean_std,
-                       parse_seeds, run_dir, run_seeds, seeds_time_to_quality, write_rows)
+                       parse_seeds, run_dir, run_seeds, scored, write_rows)
+from .quality import seeds_time_to_quality
 from .skeleton import read_results, results_file, runs_for
 from .table1 import QUICK_SPLIT, ROWS
 
@@ -197,7 +198,7 @@ def run_method(method: Method, corpus, protocol: Protocol, seeds: tuple, root: P
         rows = run_seeds(method, corpus, protocol, choice, root, out=out, target=TARGET, doc=doc, seeds=seeds,
                          force=force, quiet=quiet, finish=finished or finish, started=started)
         for r in rows:
-            scores = "" if r["valid_ppl"] is None else f", valid {r['valid_ppl']:.1f}, test {r['test_ppl']:.1f}"
+            scores = f", valid {r['valid_ppl']:.1f}, test {r['test_ppl']:.1f}" if r in scored([r]) else ""
             print(f"{r['run']}: {r['epochs']} epochs{scores}"
                   + (f", diverged: {r['diverged']}" if r.get("diverged") else ""), flush=True)
         return rows
@@ -324,10 +325,10 @@ def finish(doc: dict, layers: dict | None = None) -> dict:
     for name, s in doc["summary"].items():
         rows = sorted((r for r in runs if r["method"] == name), key=lambda r: r["seed"])
         s["layer"] = described(rows, (layers or {}).get(name))
-        scored = [r for r in rows if r["valid_ppl"] is not None]  # not a seed diverged before validation
+        ok = scored(rows)
         for key in ("examples_per_cpu_second", "speedup_vs_full", "test_log_Z_mean", "test_ppl_self_normalized"):
-            if scored and all(r.get(key) is not None for r in scored):
-                s[key] = mean_std(r[key] for r in scored)
+            if ok and all(r.get(key) is not None for r in ok):
+                s[key] = mean_std(r[key] for r in ok)
         s["time_to_quality"] = (seeds_time_to_quality([r["history"] for r in rows], ref["best_valid_ppl"]["mean"])
                                 if ref else None)
     return in_order({**doc, "reference": ref})

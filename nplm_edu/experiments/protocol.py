@@ -47,9 +47,6 @@ from .run_record import adopted, recorded_session, run_provenance, stamped
 from .skeleton import merge_results, read_results, rounded_history, run_folder
 from .table1 import table_corpus
 
-WITHIN = (0.05, 0.01)  # time to quality: within 5% and 1% of the reference's best validation perplexity
-
-
 @dataclass(frozen=True)
 class Protocol:
     """The protocol's settings, fixed before any run: the learning-rate grid (the same for every method
@@ -342,6 +339,12 @@ def mean_std(values) -> dict:
     return {"mean": float(np.mean(v)), "std": std, "n": int(v.size), "values": v.tolist()}
 
 
+def scored(rows) -> list[dict]:
+    """The rows with scores: every row but those of seeds that diverged before their first validation
+    (``valid_ppl`` None: :func:`unscored_row`), which are counted, never averaged or shown as numbers."""
+    return [r for r in rows if r.get("valid_ppl") is not None]
+
+
 ALSO_SUMMED = ("mix_test_ppl", "test_reset_ppl")  # summarized too when every seed's row has them
 
 
@@ -350,7 +353,7 @@ def summary(rows: list[dict]) -> dict:
     ``ALSO_SUMMED`` when the rows have them); how many runs stopped early, reached the epoch cap or
     diverged, and which seeds diverged before any validation (no score)."""
     rows = sorted(rows, key=lambda r: r["seed"])
-    ok = [r for r in rows if r["valid_ppl"] is not None]  # a seed diverged before validation has no score
+    ok = scored(rows)
     more = {k: mean_std(r[k] for r in ok) for k in ALSO_SUMMED if ok and all(r.get(k) is not None for r in ok)}
     return {"seeds": [r["seed"] for r in rows], "lr": rows[0]["lr"] if rows else None,
             "valid_ppl": mean_std(r["valid_ppl"] for r in ok), "test_ppl": mean_std(r["test_ppl"] for r in ok),
@@ -358,43 +361,4 @@ def summary(rows: list[dict]) -> dict:
             "epochs": [r["epochs"] for r in rows], "stopped_early": sum(bool(r["stopped_early"]) for r in rows),
             "reached_max_epochs": sum(bool(r["reached_max_epochs"]) for r in rows),
             "diverged": sum(bool(r.get("diverged")) for r in rows),
-            "diverged_unscored": [r["seed"] for r in rows if r["valid_ppl"] is None]}
-
-
-def time_to_quality(history, reference_best: float, within=WITHIN, clock=("seconds", "cpu_seconds")) -> list[dict]:
-    """When a run's validation perplexity first came within each fraction of ``within`` of
-    ``reference_best`` (the full softmax's best): the epoch, and the wall and CPU seconds summed over the
-    epochs up to it (``clock``: the keys of the epoch rows holding them; no CPU key: None); or epoch
-    "never" with the best the run reached. ``history``: a trainer's history dict or its epoch rows."""
-    epochs = history["epochs"] if isinstance(history, dict) else history
-    wall_key, cpu_key = clock
-    best = min((e["valid_ppl"] for e in epochs if "valid_ppl" in e), default=None)
-    out = []
-    for w in within:
-        target = reference_best * (1 + w)
-        row = {"within": w, "target_ppl": target, "epoch": "never", "wall_seconds": None, "cpu_seconds": None,
-               "best_valid_ppl": best}
-        wall, cpu = 0.0, 0.0
-        for e in epochs:
-            wall += e.get(wall_key, 0.0)
-            cpu = None if cpu is None or cpu_key not in e else cpu + e[cpu_key]
-            if e.get("valid_ppl", math.inf) <= target:
-                row.update(epoch=e["epoch"], wall_seconds=wall, cpu_seconds=cpu)
-                break
-        out.append(row)
-    return out
-
-
-def seeds_time_to_quality(histories: list, reference_best: float, within=WITHIN,
-                          clock=("seconds", "cpu_seconds")) -> list[dict]:
-    """:func:`time_to_quality` over the seeds' histories: for each fraction, how many seeds reached it,
-    and mean ± std of the wall and CPU seconds of those that did (each seed's value kept)."""
-    per_seed = [time_to_quality(h, reference_best, within, clock) for h in histories]
-    out = []
-    for i, w in enumerate(within):
-        hits = [s[i] for s in per_seed if s[i]["epoch"] != "never"]
-        out.append({"within": w, "target_ppl": reference_best * (1 + w), "reached": len(hits), "seeds": len(per_seed),
-                    "wall_seconds": mean_std(h["wall_seconds"] for h in hits),
-                    "cpu_seconds": mean_std(h["cpu_seconds"] for h in hits if h["cpu_seconds"] is not None),
-                    "best_valid_ppl": mean_std(b for s in per_seed if (b := s[i]["best_valid_ppl"]) is not None)})
-    return out
+            "diverged_unscored": [r["seed"] for r in rows if r not in ok]}

@@ -63,7 +63,7 @@ import numpy as np
 
 from ..analysis.evaluation import evaluate_row, fit_trigram, r3
 from ..analysis.sampling import seeded_samples
-from ..data.corpus import Corpus, CorpusSpec
+from ..data.corpus import CorpusSpec
 from ..data.files import atomic_write
 from ..errors import UserError
 from ..models.nplm import NPLMConfig
