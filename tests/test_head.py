@@ -6,6 +6,7 @@ import pytest
 
 from nplm_edu.models.output import log_softmax
 from nplm_edu.numerics.head import nll, softmax_nll
+from nplm_edu.numerics.threads import block_range, run_blocks
 
 
 def scores(K=7, V=11, seed=0):
@@ -80,3 +81,25 @@ def test_blocks_add_their_biases_and_sum_their_columns_as_the_whole_layer(cuts):
         np.testing.assert_allclose(gb, whole[:, lo:hi].sum(axis=0), rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(s, s_all, rtol=1e-13)
         assert np.array_equal(mx, mx_all) and np.array_equal(yt, (y + b)[own, t[own]])
+
+
+def test_one_exchange_of_the_blocks_max_and_sum_equals_two_reductions():
+    """On threads the blocks exchange their (max, sum) once (``reduce.gather``); MPI's two Allreduce
+    calls (MAX, then SUM) give the same numbers bit for bit."""
+    y, t = scores(K=40, V=23, seed=5)
+    b = np.random.default_rng(6).standard_normal(23)
+
+    def run(gathers):
+        def block(i, reduce):
+            lo, hi = block_range(23, 3, i)
+            blk, gb = y[:, lo:hi].copy(), np.empty(hi - lo)
+            two = lambda buf, op: reduce(buf, op)  # noqa: E731 -- the reduce without gather
+            assert hasattr(reduce, "gather")
+            out = softmax_nll(blk, t, lo, reduce if gathers else two, True, b[lo:hi], gb)
+            return out, blk, gb
+
+        return run_blocks(block, 3)
+
+    for (one, blk1, gb1), (two, blk2, gb2) in zip(run(True), run(False)):
+        assert all(np.array_equal(p, q) for p, q in zip(one, two))
+        assert np.array_equal(blk1, blk2) and np.array_equal(gb1, gb2)

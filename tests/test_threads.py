@@ -55,6 +55,36 @@ def test_reduce_combines_every_thread_in_a_fixed_order():
         assert np.array_equal(s, (parts[0, 1] + parts[1, 1]) + parts[2, 1])  # bit for bit, in block order
 
 
+def test_gather_hands_every_thread_all_arrays_in_block_order():
+    rng = np.random.default_rng(1)
+    parts = rng.standard_normal((3, 4, 5))
+
+    def fn(i, reduce):
+        first = reduce.gather(parts[i]).copy()
+        again = reduce.gather(parts[i] + 1).copy()  # a second exchange does not mix with the first
+        return first, again
+
+    for first, again in threads.run_blocks(fn, 3):
+        assert np.array_equal(first, parts) and np.array_equal(again, parts + 1)
+
+
+def test_a_thread_at_the_next_barrier_does_not_let_a_late_one_through():
+    """Tokens are counted: the blocks meet at every barrier, however far one thread runs ahead."""
+    seen = []
+
+    def fn(i, reduce):
+        out = []
+        for k in range(50):
+            buf = np.array([float(i + k)])
+            reduce(buf, "SUM")
+            out.append(buf[0])
+        return out
+
+    for out in threads.run_blocks(fn, 3):
+        seen.append(out)
+    assert all(out == [3.0 * k + 3.0 for k in range(50)] for out in seen)
+
+
 def test_an_error_in_one_block_is_raised_and_the_others_do_not_wait_forever():
     def fn(i, reduce):
         if i == 1:

@@ -251,6 +251,8 @@ class FusedNPLM(NPLM):
         width = self.config.h + (self.config.n - 1) * self.config.m
         parts = self._buffer("gz_parts", (T, K, width))  # each block's share of dL/d[a x]
         z = self._buffer("z", (K, width))
+        H0 = self._buffer("H0", P["H"].shape)
+        H0[...] = P["H"]  # H before the step, read by every thread while each updates its rows
 
         def block_step(i, gy, gb, lo, hi, reduce, ids, dtanh):  # gy = dL/dy_i  (K, B), gb = dL/db_i  (B,)
             gz = parts[i]  # (K, h + (n-1)m)
@@ -261,24 +263,22 @@ class FusedNPLM(NPLM):
             gemm_update(UW[lo:hi], gy, z[:, :D], alpha=-lr, beta=keep)  # [U W]_i <- keep [U W]_i - lr gy^T [a x]
             P["b"][lo:hi] -= lr * gb
             reduce(gz, "SUM")  # dL/d[a x]: the blocks' shares summed, on every thread
-            self._features_block(i, T, gz, z, ids, dtanh, lr, keep, reduce)
+            self._features_block(i, T, gz, z, ids, dtanh, H0, lr, keep)
 
         z, ids, dtanh, yt, mx, s = self._scores_blocks(contexts, targets, T, block_step)
         return float(np.mean(nll(yt, mx, s)))  # mean negative log-likelihood (before the step)
 
-    def _features_block(self, i, T, gz, z, ids, dtanh, lr, keep, reduce) -> None:
+    def _features_block(self, i, T, gz, z, ids, dtanh, H0, lr, keep) -> None:
         """Thread i's share of :meth:`_update_features`, from dL/d[a x] (``gz``, the same on every
-        thread): dL/dx of its rows of the batch (then gathered from all threads), the SGD step of its
+        thread): dL/dx of the whole batch (every thread computes it, from ``H0``, a copy of H made
+        before the step, so no thread waits for the others to have read H), the SGD step of its
         rows of H and d, and of the rows of C of the words w with w mod T = i (ids run from the most
         frequent word down, so blocks of ids would leave most of the batch's words to thread 0).
         The threads write disjoint rows, so no update is added twice; the same numbers as one thread."""
         P, h, m = self.params, self.config.h, self.config.m
-        go = gz[:, :h] * dtanh  # backward through a = tanh(o): dL/do  (K, h), every row
-        r0, r1 = block_range(len(gz), T, i)
+        go = gz[:, :h] * dtanh  # backward through a = tanh(o): dL/do  (K, h)
         gx = gz[:, h:]  # dL/dx through the direct connections  (K, (n-1)m)
-        gx[r0:r1] += go[r0:r1] @ P["H"]  # backward through o = d + H x, this thread's rows
-        gx[:r0], gx[r1:] = 0, 0
-        reduce(gx, "SUM")  # every row of dL/dx on every thread; H read by all before it changes
+        gx += go @ H0  # backward through o = d + H x: dL/dx += dL/do H
         h0, h1 = block_range(h, T, i)
         gH = go[:, h0:h1].T @ z[:, h:]  # dL/dH of this thread's rows  (h1 - h0, (n-1)m)
         P["H"][h0:h1] *= keep

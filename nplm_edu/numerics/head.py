@@ -68,12 +68,22 @@ def _block_softmax(y: np.ndarray, reduce, b=None):
             yb -= q[r:r + 16, None]
             np.exp(yb, out=yb)
             yb.sum(axis=1, out=s[r:r + 16])
-    mx = q.copy()
-    reduce(mx, "MAX")  # Q: the max over all |V| units
-    f = np.exp(q - mx)  # exp(y - Q) = exp(y - q) f, row by row (0 for an empty block)
-    s *= f
-    reduce(s, "SUM")  # S: the sum of exp(y - Q) over all |V| units
-    return mx, s, f
+    gather = getattr(reduce, "gather", None)
+    if gather is None:  # two reductions (MPI's Allreduce): Q, then S
+        mx = q.copy()
+        reduce(mx, "MAX")  # Q: the max over all |V| units
+        f = np.exp(q - mx)  # exp(y - Q) = exp(y - q) f, row by row (0 for an empty block)
+        s *= f
+        reduce(s, "SUM")  # S: the sum of exp(y - Q) over all |V| units
+        return mx, s, f
+    # one exchange of every block's (q, s) instead: the same Q, f and S
+    every = gather(np.stack([q, s]))  # (M, 2, K): each block's row maxima q_j and sums s_j
+    mx = every[:, 0].max(axis=0)  # Q: the max over all |V| units
+    f = np.exp(every[:, 0] - mx)  # (M, K) exp(q_j - Q)
+    S = every[0, 1] * f[0]
+    for j in range(1, len(every)):
+        S += every[j, 1] * f[j]  # S: the blocks' sums rescaled to Q, added in their order
+    return mx, S, np.exp(q - mx)
 
 
 def _block_grad(e: np.ndarray, scale: np.ndarray, rows, cols, K: int, gb=None) -> None:

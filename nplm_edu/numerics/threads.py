@@ -10,7 +10,8 @@ each running single-threaded BLAS on its column block, keep T cores busy.
   this process may use, fewer if ``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS`` says so);
 - :func:`run_blocks` runs ``fn(i, reduce)`` on threads i = 0 .. T-1 (0 is the caller) and waits;
   ``reduce(buf, op)`` combines the T threads' arrays ("MAX" or "SUM", in a fixed order, so the same
-  thread count gives the same numbers), as MPI's Allreduce does between processes;
+  thread count gives the same numbers), as MPI's Allreduce does between processes, and
+  ``reduce.gather(buf)`` hands every thread all T arrays, as MPI's Allgather does;
 - :func:`rowwise`: a loop over blocks of rows on the same threads; on it :func:`sum_of_squares`,
   :func:`scale_inplace` and :func:`sgd_inplace`, the clipping and the SGD step of a large parameter;
 - :func:`matmul_columns`: a product whose columns are split among the same threads;
@@ -21,8 +22,8 @@ from __future__ import annotations
 
 import math
 import os
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -86,28 +87,62 @@ def block_range(V: int, M: int, i: int) -> tuple[int, int]:
 
 # --------------------------------------------------------------------------- a team of T threads
 class _Team:
-    """T - 1 persistent worker threads plus the caller, meeting at a barrier for each reduction."""
+    """T - 1 persistent worker threads plus the caller. They meet at a barrier for each reduction:
+    each thread posts a token to every other thread's inbox and takes T - 1 tokens from its own
+    (queue.SimpleQueue is implemented in C and waits without the interpreter's lock, several times
+    cheaper than threading.Barrier). Tokens are counted, so a thread already at the next barrier
+    cannot let a late one through the current barrier early."""
 
     def __init__(self, T: int):
         self.T = T
-        self.pool = ThreadPoolExecutor(T - 1, thread_name_prefix="nplm-block", initializer=_mark_worker)
-        self.barrier = threading.Barrier(T)
+        self.inbox = [queue.SimpleQueue() for _ in range(T)]  # barrier tokens for thread i
+        self.tasks = [queue.SimpleQueue() for _ in range(T)]  # the function each worker runs next
+        self.done = queue.SimpleQueue()  # (i, ok, result or error) of each worker
         self.lock = threading.Lock()
         self.slots: dict = {}  # (call number, shape, dtype) -> (T, ...) array, one row per thread
+        for i in range(1, T):
+            threading.Thread(target=self._work, args=(i,), name=f"nplm-block-{i}", daemon=True).start()
+
+    def _work(self, i: int) -> None:
+        _LOCAL.worker = True
+        while True:
+            fn = self.tasks[i].get()
+            try:
+                self.done.put((i, True, fn(i)))
+            except BaseException as e:  # noqa: BLE001 -- handed to the caller, which raises it
+                self.done.put((i, False, e))
+
+    def _wait(self, i: int) -> None:
+        """The barrier: returns once every thread has arrived."""
+        for j in range(self.T):
+            if j != i:
+                self.inbox[j].put(True)
+        for _ in range(self.T - 1):
+            if not self.inbox[i].get():
+                raise threading.BrokenBarrierError
+
+    def _slot(self, i: int, calls: list, buf: np.ndarray) -> np.ndarray:
+        """The (T, ...) array of this reduction (the i-th thread's ``calls[i]``-th), filled with buf in row i."""
+        key = (calls[i], buf.shape, buf.dtype.str)
+        calls[i] += 1
+        slot = self.slots.get(key)
+        if slot is None:
+            with self.lock:
+                slot = self.slots.setdefault(key, np.empty((self.T,) + buf.shape, buf.dtype))
+        slot[i] = buf
+        return slot
 
     def run(self, fn) -> list:
         calls = [0] * self.T
 
         def one(i):
+            def gather(buf):
+                slot = self._slot(i, calls, buf)
+                self._wait(i)  # every thread's part is in
+                return slot
+
             def reduce(buf, op):
-                with self.lock:
-                    key = (calls[i], buf.shape, buf.dtype.str)
-                    slot = self.slots.get(key)
-                    if slot is None:
-                        slot = self.slots[key] = np.empty((self.T,) + buf.shape, buf.dtype)
-                calls[i] += 1
-                slot[i] = buf
-                self.barrier.wait()  # every thread's part is in
+                slot = gather(buf)
                 if op == "MAX":
                     np.max(slot, axis=0, out=buf)
                 else:  # "SUM", added in the order of the blocks: the same numbers on every thread
@@ -115,33 +150,34 @@ class _Team:
                     for j in range(1, self.T):
                         buf += slot[j]
 
+            reduce.gather = gather
             try:
                 return fn(i, reduce)
             except BaseException:
-                self.barrier.abort()  # the others leave their reductions instead of waiting forever
+                for j in range(self.T):  # the others leave their reductions instead of waiting forever
+                    if j != i:
+                        self.inbox[j].put(False)
                 raise
 
-        futures = [self.pool.submit(one, i) for i in range(1, self.T)]
-        first, error = None, None
+        for i in range(1, self.T):
+            self.tasks[i].put(one)
+        results, error = [None] * self.T, None
         try:
-            first = one(0)
+            results[0] = one(0)
         except BaseException as e:  # noqa: BLE001 -- re-raised below, after the workers stopped
             error = e
-        results = [first]
-        for f in futures:
-            try:
-                results.append(f.result())
-            except BaseException as e:  # noqa: BLE001
-                if error is None or isinstance(error, threading.BrokenBarrierError):
-                    error = e
+        for _ in range(1, self.T):
+            i, ok, r = self.done.get()
+            if ok:
+                results[i] = r
+            elif error is None or isinstance(error, threading.BrokenBarrierError):
+                error = r
         if error is not None:
-            self.barrier.reset()
+            for box in self.inbox:  # tokens left by the failed step
+                while not box.empty():
+                    box.get()
             raise error
         return results
-
-
-def _mark_worker() -> None:
-    _LOCAL.worker = True
 
 
 _TEAMS: dict[tuple[int, int], _Team] = {}  # (process id, T): a forked child makes its own team
@@ -151,7 +187,9 @@ def run_blocks(fn, T: int) -> list:
     """Call ``fn(i, reduce)`` for i = 0 .. T-1, each on its own thread (0 on the caller's), with
     single-threaded BLAS; returns their results in order. ``reduce(buf, op)``, called by every
     thread in the same order, replaces each thread's ``buf`` by the max ("MAX") or the sum ("SUM")
-    of all T threads' ``buf``."""
+    of all T threads' ``buf``; ``reduce.gather(buf)`` instead returns the (T, ...) array of all
+    T threads' ``buf`` in block order (read-only: one exchange where a combination needs more than a
+    max or a sum). With one block, ``reduce`` does nothing and has no ``gather``."""
     if T == 1 or getattr(_LOCAL, "worker", False):
         return [fn(i, _alone) for i in range(T)]
     key = (os.getpid(), T)
