@@ -140,7 +140,7 @@ def test_each_layer_is_described_in_the_file_and_describe_only_adds_it_without_t
     assert [r["layer"] for r in described["runs"]] == [r["layer"] for r in doc["runs"]]
 
 
-def test_lightrnn_rows_keep_their_learned_table_and_a_finished_file_gets_it_from_the_checkpoints(tmp_path):
+def test_lightrnn_rows_keep_their_learned_table(tmp_path):
     doc = reproduce(tmp_path, "--methods", "lightrnn")
     rows = [r for r in doc["runs"] if r["method"] == "lightrnn"]
     words = load_corpus("synthetic", synthetic_tokens=4000).vocab.words
@@ -148,13 +148,6 @@ def test_lightrnn_rows_keep_their_learned_table_and_a_finished_file_gets_it_from
         assert r["table_rows"][0][0] == words[0] and all(1 <= len(row) <= ol.ROW_WORDS for row in r["table_rows"])
         assert {w for row in r["table_rows"] for w in row} <= set(words)
         assert all(e["reassign"]["valid_ppl_after"] > 0 for e in r["history"])  # each reassignment, before and after
-    bare = json.loads(json.dumps(doc))
-    for r in bare["runs"]:
-        del r["table_rows"]
-    (tmp_path / "ol.json").write_text(json.dumps(bare))
-    again = ol.add_learned_tables(tmp_path / "runs" / "ol", ol.OutputLayersOptions(quick=True), SPEC,
-                                  out=tmp_path / "ol.json")
-    assert again["runs"] == doc["runs"] and again["summary"] == doc["summary"]  # read back from the checkpoints
 
 
 class Killed(Exception):

@@ -48,6 +48,11 @@ def test_a_partial_file_shows_what_it_has():
     assert within_spread(spread([]), spread([1.0])) is None
 
 
+def test_the_parameter_column_does_not_depend_on_which_seed_comes_first():
+    doc = {"runs": [{**run("lstm", 0, 200), "parameters": None}, run("lstm", 1, 204)]}
+    assert row_summaries(doc)["lstm"]["parameters"] == 1004 and recurrent_table(doc)[0][0][3] == "1,004"
+
+
 def test_samples_of_one_seed_per_model():
     lines = samples_lines(DOC, seed=1, order=("nplm-dropout",))
     assert lines[0] == "nplm-dropout: the cat sat on | nplm-dropout 1 a" and len(lines) == 9
@@ -78,5 +83,10 @@ def test_what_the_chapter_says_of_missing_rows_stopping_and_words():
     body, head = frequency_rows(doc)
     assert head == [["bin", "tokens", "char-lstm", "lstm"]]
     assert body == [["unk", "5", "102.0 ± 2.8", "122.0 ± 2.8"], ["0-3", "7", "", ""]]
+    first_lacks = {"runs": DOC["runs"] + [char_run(1, 104.0, 124.0), char_run(0, 100.0, 120.0)]}
+    for b in first_lacks["runs"][-1]["words"]["by_frequency"]["target"]:
+        del b["lstm"]  # seed 0 (first by seed) without the word-level column: the column is still there
+    body, head = frequency_rows(first_lacks)
+    assert head == [["bin", "tokens", "char-lstm", "lstm"]] and body[0] == ["unk", "5", "102.0 ± 2.8", "124.0"]
     body, _ = oov_rows(doc)
     assert body == [["0", "4", "300.0", "299.5", "900.0", "850.0", "75%"]]  # seed 1 had no original words

@@ -16,6 +16,8 @@ from nplm_edu.cli import main
 from nplm_edu.data.corpus import CorpusSpec, load_corpus
 from nplm_edu.experiments import recurrent as rec
 from nplm_edu.experiments.protocol import choose_lr, comparison_data
+from nplm_edu.errors import UserError
+from nplm_edu.experiments.recurrent_words import needs_word_level
 from nplm_edu.experiments.recurrent_rows import ROWS, parameter_counts, seeded_samples
 from nplm_edu.models.gradcheck import gradcheck
 from nplm_edu.models.rnn import RecurrentConfig
@@ -141,6 +143,19 @@ def test_bad_rows_or_seeds_are_one_line(tmp_path, capsys, extra, message):
     assert main([*QUICK, *extra, "--out", str(tmp_path / "r.json"), "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_character_aware_row_refuses_before_the_lstm_seeds_it_is_compared_with(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main([*QUICK, "--models", "char-lstm", "--out", str(out), "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--models char-lstm is compared with the lstm row" in err and "seed 0, 1, 2" in err
+    assert "train lstm's seeds first" in err and len(err.strip().splitlines()) == 1 and not out.exists()
+    out.write_text(json.dumps({"target": "recurrent", "runs": [{"method": "lstm", "seed": s} for s in (0, 1)]}))
+    with pytest.raises(UserError, match="none for seed 2: train"):
+        needs_word_level(["char-lstm"], out, (0, 1, 2))
+    needs_word_level(["char-lstm"], out, (0, 1))  # its seeds' lstm rows are there
+    needs_word_level(["lstm", "char-lstm"], tmp_path / "none.json", (0,))  # lstm trains first in this run
 
 
 def test_the_transformer_rows_train_on_blocks_and_are_scored_from_their_window(tmp_path):

@@ -50,7 +50,7 @@ def row_summaries(doc: dict) -> dict[str, dict]:
     out = {}
     for model, rows in runs_by_model(doc).items():
         out[model] = {"seeds": [r["seed"] for r in rows], "lr": rows[0]["lr"], "epochs": [r["epochs"] for r in rows],
-                      "parameters": rows[0].get("parameters"),
+                      "parameters": next((r["parameters"] for r in rows if r.get("parameters")), None),
                       "stopped_early": sum(bool(r.get("stopped_early")) for r in rows),
                       "reached_max_epochs": sum(bool(r.get("reached_max_epochs")) for r in rows),
                       **{k: spread(r.get(k) for r in rows) for k in MEASURES}}
@@ -160,9 +160,9 @@ def frequency_rows(doc: dict, side: str = "target", model: str = "char-lstm") ->
     tables = [w["by_frequency"][side] for w in words_rows(doc, model)]
     if not tables:
         return [], []
-    models = [k for k in tables[0][0] if k not in ("bin", "tokens")]
-    body = [[b["bin"], f"{b['tokens']:,}", *(pm(spread(t[i][m] for t in tables)) for m in models)]
-            for i, b in enumerate(tables[0])]
+    models = list(dict.fromkeys(k for t in tables for b in t for k in b if k not in ("bin", "tokens")))
+    body = [[b["bin"], f"{b['tokens']:,}", *(pm(spread(t[i].get(m) for t in tables)) for m in models)]
+            for i, b in enumerate(tables[0])]  # each column over the seeds that have it (any seed may lack one)
     return body, [["bin", "tokens", *models]]
 
 

@@ -75,12 +75,12 @@ from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..models.nplm import NPLMConfig
 from ..models.lightrnn_table import table_rows
-from ..training.checkpoint import TrainingDiverged, load_checkpoint, set_params
+from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig
 from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
                              TimedBackend, build_model, parse_methods, sampled_extra)
 from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_data, mean_std,
-                       parse_seeds, run_dir, run_seeds, scored, write_rows)
+                       parse_seeds, run_seeds, scored, write_rows)
 from .quality import seeds_time_to_quality
 from .skeleton import read_results, results_file, runs_for
 from .table1 import QUICK_SPLIT, ROWS
@@ -168,23 +168,6 @@ def learned_table(model, corpus) -> dict:
     """LightRNN's learned table in a few rows: those of the 5 most frequent words, each shown by its
     ``ROW_WORDS`` most frequent words (a seed row's field, measured with its test perplexity)."""
     return {"table_rows": table_rows(model, corpus.vocab.words, show=ROW_WORDS, frequent_first=True)}
-
-
-def add_learned_tables(folder, opts: OutputLayersOptions | None = None, spec: CorpusSpec | None = None,
-                       out=None) -> dict:
-    """:func:`learned_table` written into the lightrnn rows of the results file ``out`` that have none, from
-    the checkpoints of their runs in ``folder`` (``<folder>/lightrnn/lr<lr>-seed<seed>/``, only read): the
-    table of the parameters each seed was scored with (its best epoch's). Nothing trained; nothing else changes."""
-    started = time.monotonic()
-    opts = opts or OutputLayersOptions()
-    out, disk, corpus, doc, protocol = finished_file(opts, spec, out)
-    rows = []
-    for r in (r for r in (disk or {}).get("runs", []) if r["method"] == "lightrnn" and "table_rows" not in r):
-        model, _ = build_model("lightrnn", corpus, NPLMConfig(V=corpus.V, seed=r["seed"], **NETWORK), opts)
-        _, params, best, _ = load_checkpoint(run_dir(folder, "lightrnn", r["lr"], r["seed"]) / "checkpoint.npz")
-        set_params(model, best if best is not None else params)
-        rows.append({**r, **learned_table(model, corpus)})
-    return write_rows(out, TARGET, doc, rows, protocol, started, finish=finish)
 
 
 def run_method(method: Method, corpus, protocol: Protocol, seeds: tuple, root: Path, out: Path, doc: dict,

@@ -61,7 +61,7 @@ from ..training.stream import StreamConfig
 from .protocol import (COMPARISON_SLICE, RECURRENT_PROTOCOL, choose_lr, comparison_data, parse_seeds, run_seeds,
                        scored)
 from .recurrent_rows import N, QUICK as QUICK_SIZES, ROWS, RULE, STREAM, kn5_log_probs, parameter_counts, sizes
-from .recurrent_words import with_analysis
+from .recurrent_words import needs_word_level, with_analysis
 from .skeleton import results_file, runs_for
 
 QUICK_SLICE = (5_000, 1_000, 1_000)  # --quick: train / valid / test tokens
@@ -158,6 +158,7 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
     protocol = QUICK_PROTOCOL if opts.quick else RECURRENT_PROTOCOL
     names, seeds = parse_models(opts.models), parse_seeds(opts.seeds, protocol)  # checked before any work
     out = results_file(out, "recurrent", opts.quick)
+    needs_word_level(names, out, seeds)
     corpus = comparison_data(spec, opts.quick, QUICK_SLICE)
     runs = runs_for(opts.runs_dir, out)
     with one_blas_thread():

@@ -54,6 +54,21 @@ def original_test_words(corpus) -> list | None:
     return words
 
 
+def needs_word_level(names, out, seeds) -> None:
+    """Refuse (a settings error) to train the ``char-lstm`` row of ``names`` when a seed of ``seeds`` has no
+    ``lstm`` row in the results file ``out`` and ``names`` does not train it first: the character-aware
+    row is compared with the word-level LSTM of the same seed, so that row's seeds come first."""
+    if "char-lstm" not in names or WORD_LEVEL in names:
+        return
+    doc = read_results(out, "recurrent") if out is not None and Path(out).exists() else None
+    have = {r.get("seed") for r in (doc or {}).get("runs", []) if r.get("method") == WORD_LEVEL}
+    missing = [s for s in seeds if s not in have]
+    if missing:
+        raise UserError(f"models char-lstm is compared with the {WORD_LEVEL} row of the same seed, and "
+                        f"{Path(out).name} has none for seed {', '.join(map(str, missing))}: train {WORD_LEVEL}'s "
+                        "seeds first", setting="models")
+
+
 def word_level_model(runs, out, seed: int):
     """(the ``lstm`` row's model of ``seed`` with its best parameters, None) or (None, why not)."""
     doc = read_results(out, "recurrent") if out is not None and Path(out).exists() else None
