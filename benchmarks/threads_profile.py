@@ -8,7 +8,7 @@ it can be read on a busy machine): for the NPLM's training step (MLP1 and MLP9 a
 - the blocking waits per step of each thread (voluntary context switches: the barriers, the pool's
   queue, the interpreter's lock).
 
-    .venv/bin/python benchmarks/threads_profile.py [--steps 20] [--models MLP1,MLP9,LSTM256,LSTM512]
+    .venv/bin/python benchmarks/threads_profile.py [--steps 20] [--models MLP1,MLP9,LSTM256,LSTM512] [--json F]
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
+
+STARTED = time.monotonic()
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import threads_from_argv  # noqa: E402
+from threads_common import OthersMeter, threads_from_argv  # noqa: E402
 
 threads_from_argv()  # BLAS's pool sized for 2 threads before numpy loads
 
@@ -89,14 +92,31 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20, help="steps measured per model and thread count")
     ap.add_argument("--models", default="MLP1,MLP9,LSTM256,LSTM512")
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
+    ap.add_argument("--json", help="also write the results here (machine, load, commit, one row per model and thread count)")
     args = ap.parse_args()
+    load_before, others, rows = list(os.getloadavg()), OthersMeter(), []
     print(f"{'model':8} {'threads':>7} {'CPU ms/step':>11} {'serial ms':>9} {'serial':>7} {'bound':>6}  waits/step per thread")
     for name in args.models.split(","):
         for T in [int(t) for t in args.threads.split(",")]:
-            r = profile(name, T, args.steps if name.startswith("MLP") else max(2, args.steps // 4))
+            steps = args.steps if name.startswith("MLP") else max(2, args.steps // 4)
+            r = profile(name, T, steps)
             bound = T / (1 + (T - 1) * r["serial_share"])
             print(f"{name:8} {T:7d} {r['cpu_ms']:11.1f} {r['serial_ms']:9.2f} {r['serial_share']:7.1%} {bound:6.2f}  "
                   f"{r['waits']}", flush=True)
+            rows.append({"model": name, "threads": T, "steps": steps, "cpu_ms_per_step": round(r["cpu_ms"], 2),
+                         "serial_ms_per_step": round(r["serial_ms"], 3), "serial_share": round(r["serial_share"], 4),
+                         "amdahl_bound": round(bound, 3), "waits_per_step_per_thread": r["waits"]})
+    load_after = list(os.getloadavg())
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {others.line()}"
+          " (CPU times hold under load; the waits do not count the time waited)")
+    if args.json:
+        from nplm_edu.experiments.common import command_line, write_results
+
+        write_results(Path(args.json), {
+            "threads": [int(t) for t in args.threads.split(",")], "load_average_before": load_before,
+            "others_cpu_share": round(others.share(), 3), "load_average_after": load_after, "rows": rows},
+            STARTED, command_line())
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

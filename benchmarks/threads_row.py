@@ -31,6 +31,17 @@ def _peak(rows: list, T: int, **key) -> float:
     return next(r["of_peak"] for r in rows if r["threads"] == T and all(r.get(k) == v for k, v in key.items()))
 
 
+def _against_other(train: dict, name: str) -> str:
+    """", ours / the code before the reshaping (DIR) 1.019 and 1.189 on 1 and 2 threads" when bench_train.py ran with
+    --compare-with (the code before the trainer's reshaping, measured beside ours), else ""."""
+    ratios = [next((r.get("ours_over_other") for r in train["rows"]
+                    if r["shape"] == name and r["batch"] == 128 and r["threads"] == T), None) for T in (1, 2)]
+    if not train.get("compared_with") or None in ratios:
+        return ""
+    return (f", ours / the code before the reshaping ({Path(train['compared_with']).name}) {ratios[0]:.3f} and "
+            f"{ratios[1]:.3f} on 1 and 2 threads")
+
+
 def row(train: dict, rec: dict) -> str:
     """The Markdown row: what was measured, and whether the scaling targets held."""
     what, missed_scale, missed_lead, met_lead = [], [], [], []
@@ -39,7 +50,8 @@ def row(train: dict, rec: dict) -> str:
         what.append(f"{name} x{s['ours_2_over_1']:.2f}"
                     + (f" (PyTorch x{s['torch_2_over_1']:.2f}, lead kept {s['lead_kept']:.0%})" if "lead_kept" in s else "")
                     + f", {_peak(train['rows'], 1, shape=name, batch=128):.1%} then "
-                      f"{_peak(train['rows'], 2, shape=name, batch=128):.1%} of the matmul peak")
+                      f"{_peak(train['rows'], 2, shape=name, batch=128):.1%} of the matmul peak"
+                    + _against_other(train, name))
     for s in rec["scaling"]:
         name = f"{s.get('cell', 'lstm').upper()} h {s['h']}"
         what.append(f"{name} x{s['ours_2_over_1']:.2f}"
