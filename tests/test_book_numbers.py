@@ -431,8 +431,6 @@ OUTPUT_FIGURES = [
     # chapter 11: the gradient through time, and ex-rnn-2
     ("11_recurrent", rf"at 50 steps it is less than a {W} of its size", ELMAN,
      lambda k10, k20, k50, per_step: {1e-1: "tenth", 1e-2: "hundredth", 1e-3: "thousandth"}.get(10 ** math.ceil(math.log10(k50)), f"{k50:.0e}")),
-    ("11_recurrent", rf"at 50 steps it is about {W} times larger", f"{ELMAN} {LSTM}",
-     lambda *g: in_words(round(g[6] / g[2]))),  # LSTM / Elman at k = 50
 ]
 
 
