@@ -69,13 +69,9 @@ def char_run(seed, char_ppl, word_ppl, skipped=False):
     return r
 
 
-def test_what_the_chapter_says_of_missing_rows_stopping_and_words():
-    from nplm_edu.analysis.recurrent_table import frequency_rows, missing_text, oov_rows, stopping_text
+def test_what_the_chapter_says_of_stopping_and_words():
+    from nplm_edu.analysis.recurrent_table import frequency_rows, oov_rows, stopping_text
 
-    assert missing_text(DOC, {"lstm": "the LSTM"}) == ""
-    assert missing_text(DOC, {"gru": "the GRU", "lstm": "the LSTM", "char-lstm": "the character-aware LSTM"}) == \
-        "The table has no row yet for the GRU and the character-aware LSTM."
-    assert missing_text(None, {"gru": "the GRU"}) == "The table has no row yet for the GRU."
     capped = {"runs": DOC["runs"][:2] + [{**DOC["runs"][2], "stopped_early": False, "reached_max_epochs": True}]}
     assert stopping_text(capped) == "2 of the 3 runs stopped early, on validation; these reached the epoch cap: lstm (1 of 3 seeds)."
     assert frequency_rows(DOC) == ([], [])

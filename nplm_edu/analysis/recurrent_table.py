@@ -127,17 +127,6 @@ def print_samples(doc: dict, seed: int = 0, order=None) -> None:
 
 
 # --------------------------------------------------------------------------- what a chapter says of the file
-def missing_text(doc: dict | None, labels: dict) -> str:
-    """One sentence naming the rows of ``labels`` (name -> what the reader calls it) with no seed in the
-    file ('' when every one has a row)."""
-    have = set(runs_by_model(doc or {}))
-    missing = [label for name, label in labels.items() if name not in have]
-    if not missing:
-        return ""
-    names = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
-    return f"The table has no row yet for {names}."
-
-
 def stopping_text(doc: dict) -> str:
     """One sentence on how the seeds' runs ended: stopped early, or at the epoch cap (named)."""
     s = row_summaries(doc)
