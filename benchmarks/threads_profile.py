@@ -5,8 +5,8 @@ it can be read on a busy machine): for the NPLM's training step (MLP1 and MLP9 a
 - the process's CPU time per step (all threads): more on 2 threads than on 1 is work the split adds;
 - the CPU time the calling thread spends outside the threads' blocks (``run_blocks``): the serial
   part of the step, and its share of the step's CPU (Amdahl's bound on 2 threads is 2 / (1 + share));
-- the blocking waits per step of each thread (voluntary context switches: the barriers, the pool's
-  queue, the interpreter's lock).
+- the blocking waits per step of each thread (voluntary context switches: the barriers, the task
+  queues, the interpreter's lock).
 
     .venv/bin/python benchmarks/threads_profile.py [--steps 20] [--models MLP1,MLP9,LSTM256,LSTM512] [--json F]
 """

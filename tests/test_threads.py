@@ -96,6 +96,26 @@ def test_an_error_in_one_block_is_raised_and_the_others_do_not_wait_forever():
     assert threads.run_blocks(lambda i, reduce: i, 3) == [0, 1, 2]  # the team still works
 
 
+def test_ctrl_c_while_the_caller_waits_leaves_nothing_for_the_next_call():
+    """Ctrl-C (a SIGALRM handler raising KeyboardInterrupt) while the calling thread waits for two
+    slower workers: the call raises it, and the next call returns its own results, not the old ones."""
+    import signal
+    import time
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)  # the caller's block is done; the workers still sleep
+        with pytest.raises(KeyboardInterrupt):
+            threads.run_blocks(lambda i, reduce: (time.sleep(1.0 if i else 0), ("first", i))[1], 3)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert threads.run_blocks(lambda i, reduce: ("second", i), 3) == [("second", i) for i in range(3)]
+
+
 def test_blas_runs_on_one_thread_inside_the_blocks_and_on_T_outside():
     threads.set_threads(2)
     if blas.blas_info()["threads"] is None:

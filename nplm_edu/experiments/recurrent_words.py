@@ -5,7 +5,8 @@ the protocol's perplexities (:mod:`nplm_edu.analysis.recurrent_words`), stored i
 - ``by_frequency``: the test perplexity per bin of the training slice's count of the word predicted
   and of the word read last, of the character-aware LSTM and of the word-level LSTM of the same seed
   (the ``lstm`` row's best parameters, read from its run folder at its chosen learning rate, when that
-  row is in the results file; otherwise the word-level column is missing and ``word_level`` says why).
+  row is in the results file, which the command line checks before it trains: the column is missing only
+  when that run folder's checkpoint is not at hand, and ``word_level`` then says why).
 - ``oov``: the test stream read again with every word the vocabulary rule turned into ``<unk>`` read
   by its own spelling (the original words of Brown's test split; other corpora have none at hand).
 

@@ -14,7 +14,8 @@ of y (the rows of U, W and b of those units): ``reduce(buf, op)`` then combines 
 the same sum over all |V| units, and only the examples whose target lies in the block get the
 -1 of the one-hot term. When ``reduce`` has a ``gather`` (the threads of
 :mod:`~nplm_edu.numerics.threads`), the blocks exchange their (max, sum) pairs once instead, and
-each combines them: S = sum_j s_j exp(q_j - Q) with Q = max_j q_j, the same numbers. The whole layer is the block lo = 0, B = |V|, with no ``reduce``.
+each combines them: S = sum_j s_j exp(q_j - Q) with Q = max_j q_j, the same numbers. The whole
+layer is the block lo = 0, B = |V|, with no ``reduce``.
 
 A block makes two passes over its scores, 16 rows at a time so that they stay in cache: the first
 adds the block's biases, subtracts each row's maximum over the block's own units and exponentiates

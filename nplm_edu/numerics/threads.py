@@ -161,13 +161,20 @@ class _Team:
 
         for i in range(1, self.T):
             self.tasks[i].put(one)
-        results, error = [None] * self.T, None
+        results, error, pending = [None] * self.T, None, self.T - 1
         try:
             results[0] = one(0)
         except BaseException as e:  # noqa: BLE001 -- re-raised below, after the workers stopped
             error = e
-        for _ in range(1, self.T):
-            i, ok, r = self.done.get()
+        while pending:  # every worker's answer is taken, even after Ctrl-C: none is left for the next call
+            try:
+                i, ok, r = self.done.get()
+            except BaseException as e:  # noqa: BLE001 -- Ctrl-C while waiting: stop the workers, then wait on
+                error = e
+                for box in self.inbox:
+                    box.put(False)  # a worker at a barrier leaves it
+                continue
+            pending -= 1
             if ok:
                 results[i] = r
             elif error is None or isinstance(error, threading.BrokenBarrierError):
