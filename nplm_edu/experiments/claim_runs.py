@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .protocol import (Method, Protocol, choose_lr, done_rows, mean_std, run_dir, run_seeds, scored, window_ppl,
+from .protocol import (Method, Protocol, choose_lr, done_rows, mean_std, run_dir, run_seeds, is_scored, window_ppl,
                        with_summaries, write_rows)
 
 TARGET = "central-claim"
@@ -78,7 +78,7 @@ def train_seeds(method: Method, cell: str, model: str, corpus, ctx: Ctx) -> dict
             continue
         [row] = run_seeds(method, corpus, ctx.protocol, choice, ctx.root, seeds=(seed,), force=ctx.force,
                           quiet=ctx.quiet)
-        ok = bool(scored([row]))  # a seed diverged before its first validation was never scored
+        ok = is_scored(row)  # a seed diverged before its first validation was never scored
         row.update(method.score.last if ok else {}, cell=cell, model=model)
         if seed == ctx.protocol.seeds[0]:
             row["cpu_seconds_grid"] = grid_cpu_seconds(method, choice, ctx)
@@ -116,7 +116,7 @@ def tables(rows: list[dict]) -> dict:
     keeps under ``"scores"`` (and its ``"gap"``); a row without a seed (a count model) is one value; a seed
     whose value is None (a group without tokens) is left out, and so is a seed that diverged before its
     first validation (no scores)."""
-    rows = [r for r in rows if "diverged" not in r or scored([r])]
+    rows = [r for r in rows if "diverged" not in r or is_scored(r)]
     by_cell: dict = {}
     for r in sorted(rows, key=lambda r: (r["cell"], r["model"], -1 if r["seed"] is None else r["seed"])):
         by_cell.setdefault(r["cell"], {}).setdefault(r["model"], []).append(r)

@@ -80,7 +80,7 @@ from ..training.trainer import TrainConfig
 from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
                              TimedBackend, build_model, parse_methods, sampled_extra)
 from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_data, mean_std,
-                       parse_seeds, run_seeds, scored, write_rows)
+                       is_scored, parse_seeds, run_seeds, scored, write_rows)
 from .quality import seeds_time_to_quality
 from .skeleton import read_results, results_file, runs_for
 from .table1 import QUICK_SPLIT, ROWS
@@ -181,7 +181,7 @@ def run_method(method: Method, corpus, protocol: Protocol, seeds: tuple, root: P
         rows = run_seeds(method, corpus, protocol, choice, root, out=out, target=TARGET, doc=doc, seeds=seeds,
                          force=force, quiet=quiet, finish=finished or finish, started=started)
         for r in rows:
-            scores = f", valid {r['valid_ppl']:.1f}, test {r['test_ppl']:.1f}" if r in scored([r]) else ""
+            scores = f", valid {r['valid_ppl']:.1f}, test {r['test_ppl']:.1f}" if is_scored(r) else ""
             print(f"{r['run']}: {r['epochs']} epochs{scores}"
                   + (f", diverged: {r['diverged']}" if r.get("diverged") else ""), flush=True)
         return rows

@@ -339,10 +339,15 @@ def mean_std(values) -> dict:
     return {"mean": float(np.mean(v)), "std": std, "n": int(v.size), "values": v.tolist()}
 
 
+def is_scored(row: dict) -> bool:
+    """Whether a seed's row has scores: not one of a seed that diverged before its first validation
+    (``valid_ppl`` None: :func:`unscored_row`), which is counted, never averaged or shown as numbers."""
+    return row.get("valid_ppl") is not None
+
+
 def scored(rows) -> list[dict]:
-    """The rows with scores: every row but those of seeds that diverged before their first validation
-    (``valid_ppl`` None: :func:`unscored_row`), which are counted, never averaged or shown as numbers."""
-    return [r for r in rows if r.get("valid_ppl") is not None]
+    """The rows with scores (:func:`is_scored`)."""
+    return [r for r in rows if is_scored(r)]
 
 
 ALSO_SUMMED = ("mix_test_ppl", "test_reset_ppl")  # summarized too when every seed's row has them
@@ -361,4 +366,4 @@ def summary(rows: list[dict]) -> dict:
             "epochs": [r["epochs"] for r in rows], "stopped_early": sum(bool(r["stopped_early"]) for r in rows),
             "reached_max_epochs": sum(bool(r["reached_max_epochs"]) for r in rows),
             "diverged": sum(bool(r.get("diverged")) for r in rows),
-            "diverged_unscored": [r["seed"] for r in rows if r not in ok]}
+            "diverged_unscored": [r["seed"] for r in rows if not is_scored(r)]}

@@ -59,7 +59,7 @@ from ..models.rnn import RecurrentConfig
 from ..numerics.threads import one_blas_thread
 from ..training.stream import StreamConfig
 from .protocol import (COMPARISON_SLICE, RECURRENT_PROTOCOL, choose_lr, comparison_data, parse_seeds, run_seeds,
-                       scored)
+                       is_scored)
 from .recurrent_rows import N, QUICK as QUICK_SIZES, ROWS, RULE, STREAM, kn5_log_probs, parameter_counts, sizes
 from .recurrent_words import needs_word_level, with_analysis
 from .skeleton import results_file, runs_for
@@ -179,7 +179,7 @@ def run_row(name, corpus, kn, protocol, seeds, runs, out, doc, opts, quiet, star
     rows = run_seeds(method, corpus, protocol, choice, runs, out=out, target="recurrent", doc=doc, seeds=seeds,
                      force=opts.force, quiet=quiet, started=started)
     for r in rows:
-        if r not in scored([r]):
+        if not is_scored(r):  # diverged before its first validation: nothing was scored
             print(f"{name} seed {r['seed']}: diverged before its first validation", flush=True)
             continue
         print(f"{name} seed {r['seed']}: {r['epochs']} epochs ({r['cpu_seconds_training']:.0f} CPU s), valid "

@@ -55,14 +55,19 @@ def original_test_words(corpus) -> list | None:
     return words
 
 
+def word_level_rows(out) -> dict:
+    """{seed: row} of the ``lstm`` rows in the results file ``out`` (none when there is no file yet)."""
+    doc = read_results(out, "recurrent") if out is not None and Path(out).exists() else None
+    return {r.get("seed"): r for r in (doc or {}).get("runs", []) if r.get("method") == WORD_LEVEL}
+
+
 def needs_word_level(names, out, seeds) -> None:
     """Refuse (a settings error) to train the ``char-lstm`` row of ``names`` when a seed of ``seeds`` has no
     ``lstm`` row in the results file ``out`` and ``names`` does not train it first: the character-aware
     row is compared with the word-level LSTM of the same seed, so that row's seeds come first."""
     if "char-lstm" not in names or WORD_LEVEL in names:
         return
-    doc = read_results(out, "recurrent") if out is not None and Path(out).exists() else None
-    have = {r.get("seed") for r in (doc or {}).get("runs", []) if r.get("method") == WORD_LEVEL}
+    have = set(word_level_rows(out))
     missing = [s for s in seeds if s not in have]
     if missing:
         raise UserError(f"models char-lstm is compared with the {WORD_LEVEL} row of the same seed, and "
@@ -72,9 +77,7 @@ def needs_word_level(names, out, seeds) -> None:
 
 def word_level_model(runs, out, seed: int):
     """(the ``lstm`` row's model of ``seed`` with its best parameters, None) or (None, why not)."""
-    doc = read_results(out, "recurrent") if out is not None and Path(out).exists() else None
-    row = next((r for r in (doc or {}).get("runs", []) if r.get("method") == WORD_LEVEL and r.get("seed") == seed),
-               None)
+    row = word_level_rows(out).get(seed)
     if row is None:
         return None, f"the {WORD_LEVEL} row of seed {seed} is not in the results file"
     path = run_dir(runs, WORD_LEVEL, row["lr"], seed) / "checkpoint.npz"
