@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -621,8 +622,29 @@ def test_hogwild_progress_bar_moves_during_the_epoch(tmp_path):
     """The epoch's bar follows the workers' examples as they train (it sat at 0% until the epoch ended):
     with the bar shown, some update of it lies strictly between 0 and the epoch's end."""
     proc, workers = _start_hogwild(tmp_path, quiet=False)
-    time.sleep(2)
-    os.kill(proc.pid, signal.SIGINT)
-    err = _finish(proc)
+    err = _stderr_until(proc, lambda text: any(0 < int(c) for c in re.findall(r"\| *(\d+)/\d+ \[", text)))
     counts = [int(m) for m in re.findall(r"\| *(\d+)/\d+ \[", err)]  # "| 4321/319996 [" of every redraw
     assert any(0 < c for c in counts), err[-500:]
+    assert proc.returncode == 130, err[-500:]  # the epoch was still running: it was Ctrl-C that ended it
+
+
+def _stderr_until(proc, seen, timeout=120):
+    """The run's stderr, read as it is written until ``seen(text so far)`` holds (or ``timeout`` s pass,
+    or the run ends), then Ctrl-C to the run and the rest of its stderr once it ends."""
+    chunks = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read(1), "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None and not seen("".join(chunks)):
+        time.sleep(0.05)
+    try:
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        for pid in [proc.pid, *_children(proc.pid, forked_only=False)]:
+            if _alive(pid):
+                os.kill(pid, 9)
+        proc.wait(timeout=30)
+    reader.join(timeout=30)
+    proc.stdout.read()
+    return "".join(chunks)
