@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from ..numerics.threads import scale_inplace, sgd_inplace
+from ..numerics.sgd import sgd_step_inplace
 
 
 def learning_rate(lr: float, decay_rate: float, step: int, lr_decay: float = 1.0, epoch: int = 0) -> float:
@@ -57,7 +57,7 @@ def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed:
 
     ``rows`` (name -> unique row ids): that name's gradient holds only those rows (the look-up
     table C of a batch's words); weight decay still shrinks every row, the step moves only those.
-    ``fast``: the same numbers from the in-place kernels of :mod:`nplm_edu.numerics.threads` (a
+    ``fast``: the same numbers from :func:`nplm_edu.numerics.sgd.sgd_step_inplace` (a
     block of rows on each thread, no temporaries; ``grads`` may be overwritten), as the trainers run it.
     :meth:`nplm_edu.numerics.fused.FusedNPLM.sgd_update` applies the rule without storing the gradients."""
     rows = rows or {}
@@ -65,7 +65,7 @@ def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed:
         p = params[name]
         wd = weight_decay if name in decayed else 0.0  # the biases are never decayed
         if fast:
-            _fast_step(p, g, lr, wd, rows.get(name))
+            sgd_step_inplace(p, g, lr, wd, rows.get(name))
         elif name in rows:  # g: only the rows rows[name] of the gradient
             p *= 1 - lr * wd  # weight decay: every row
             p[rows[name]] -= lr * g  # the step: those rows (unique ids, one subtraction each)
@@ -73,18 +73,6 @@ def sgd_step(params: dict, grads: dict, lr: float, weight_decay: float, decayed:
             p -= lr * (g + wd * p)
         else:
             p -= lr * g
-
-
-def _fast_step(p: np.ndarray, g: np.ndarray, lr: float, wd: float, rows) -> None:
-    """The rule of :func:`sgd_step` on one parameter p, with the kernels of :mod:`nplm_edu.numerics.threads`;
-    ``rows``: the rows g holds (None: all of them)."""
-    if rows is None:
-        sgd_inplace(p, g, lr, wd)  # p -= lr (g + wd p), or p -= lr g
-        return
-    if wd:
-        scale_inplace(p, 1 - lr * wd)  # p <- (1 - lr wd) p, every row
-    g *= p.dtype.type(lr)  # g's memory reused for lr g
-    p[rows] -= g
 
 
 def dropout_mask(rng: np.random.Generator, shape: tuple, p: float, dtype) -> np.ndarray | None:
