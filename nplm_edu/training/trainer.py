@@ -29,7 +29,6 @@ from ..data.corpus import Corpus
 from ..errors import UserError
 from ..progress import progress_bar
 from .backends import Backend, SerialBackend
-from .batches import epoch_order  # noqa: F401 -- the book imports it from here
 from .checkpoint import TrainingDiverged, TrainState, data_fingerprints, nothing_to_train
 from .config import TrainConfig
 from .guards import Interrupt, RunFailed, check_memory, exploded, interruption_says, safe_exp, sigterm_as_ctrl_c
