@@ -1,5 +1,5 @@
 """experiments/protocol.py: the learning rate chosen on validation only, seeds summarized as numpy does,
-time to quality on histories with known answers, a killed seed run resumed, rows of two writers kept."""
+a killed seed run resumed, rows of two writers kept."""
 
 import hashlib
 import json
@@ -15,12 +15,11 @@ from nplm_edu.errors import UserError
 from nplm_edu.experiments import common
 from nplm_edu.experiments.protocol import (Method, Protocol, choose_lr, done_rows, mean_std, run_seeds,
                                            scored, summary, train_run, with_summaries, write_rows)
-from nplm_edu.experiments.quality import seeds_time_to_quality, time_to_quality
+from nplm_edu.experiments.quality import seeds_time_to_quality
 from nplm_edu.experiments.run_record import sessions
 from nplm_edu.experiments.skeleton import merge_results
 from nplm_edu.models.nplm import NPLM, NPLMConfig
 from nplm_edu.training.backends import SerialBackend
-from nplm_edu.training.checkpoint import TrainingDiverged
 from nplm_edu.training.trainer import TrainConfig
 
 TINY = Protocol(lrs=(0.03, 0.3, 3.0), grid_epochs=1, patience=1, max_epochs=3, seeds=(0, 1, 2))
@@ -110,43 +109,6 @@ def test_mean_std_is_numpys():
     out = summary(rows)
     assert out["seeds"] == [0, 1, 2] and out["valid_ppl"]["values"] == [260.9, 248.2, 251.3]
     assert out["test_ppl"]["mean"] == pytest.approx(np.mean(v) + 10) and out["stopped_early"] == 3
-
-
-def H(*rows):
-    """Epoch rows of (valid_ppl, wall seconds, CPU seconds)."""
-    return [{"epoch": i + 1, "valid_ppl": p, "seconds": s, "cpu_seconds": c} for i, (p, s, c) in enumerate(rows)]
-
-
-def test_time_to_quality_on_histories_with_known_answers():
-    # reference best 200: within 5% is <= 210, within 1% is <= 202.
-    # epochs: 300 (10 s, 4 cpu), 215 (10, 4), 209 (12, 5), 201 (8, 3)
-    # 5%: first <= 210 is epoch 3 -> wall 10 + 10 + 12 = 32, cpu 4 + 4 + 5 = 13
-    # 1%: first <= 202 is epoch 4 -> wall 32 + 8 = 40, cpu 13 + 3 = 16
-    h = H((300, 10, 4), (215, 10, 4), (209, 12, 5), (201, 8, 3))
-    five, one = time_to_quality({"epochs": h}, 200.0)
-    assert (five["epoch"], five["wall_seconds"], five["cpu_seconds"]) == (3, 32, 13)
-    assert five["target_ppl"] == pytest.approx(210) and one["target_ppl"] == pytest.approx(202)
-    assert (one["epoch"], one["wall_seconds"], one["cpu_seconds"]) == (4, 40, 16)
-    # never: a run whose best is 206 reaches 5% (210) at epoch 2 (wall 20, cpu 7) but never 1% (202)
-    five, one = time_to_quality(H((250, 10, 3), (206, 10, 4), (207, 10, 4)), 200.0)
-    assert (five["epoch"], five["wall_seconds"], five["cpu_seconds"]) == (2, 20, 7)
-    assert one["epoch"] == "never" and one["wall_seconds"] is None and one["best_valid_ppl"] == 206
-    # a run that starts below the reference reaches both at its first epoch; no CPU column: None
-    first = time_to_quality([{"epoch": 1, "valid_ppl": 199.0, "seconds": 5.0}], 200.0)
-    assert [(r["epoch"], r["wall_seconds"], r["cpu_seconds"]) for r in first] == [(1, 5.0, None)] * 2
-
-
-def test_time_to_quality_over_seeds():
-    # 5% (<= 210): the seeds take 32, 20 and 30 wall seconds -> mean 27.33, std (ddof 1) of [32, 20, 30]
-    # 1% (<= 202): only the first seed reaches it (40 s): 1 of 3, the best of the others kept
-    seeds = [H((300, 10, 4), (215, 10, 4), (209, 12, 5), (201, 8, 3)), H((250, 10, 3), (206, 10, 4)),
-             H((230, 15, 6), (205, 15, 6))]
-    five, one = seeds_time_to_quality(seeds, 200.0)
-    assert five["reached"] == 3 and five["wall_seconds"]["mean"] == pytest.approx(np.mean([32, 20, 30]))
-    assert five["wall_seconds"]["std"] == pytest.approx(np.std([32, 20, 30], ddof=1))
-    assert five["cpu_seconds"]["values"] == [13, 7, 12]
-    assert one["reached"] == 1 and one["wall_seconds"]["values"] == [40] and one["best_valid_ppl"]["values"] == [
-        201, 206, 205]
 
 
 class Killed(Exception):
