@@ -19,9 +19,11 @@ from nplm_edu.data.synthetic import entropy_rate, split_sentences
 from nplm_edu.data.corpus import Corpus
 from nplm_edu.experiments import claim_runs
 from nplm_edu.experiments.central_claim import (FAMILIES, QUICK as CC_QUICK, VARIANTS, CentralClaimOptions, forms,
-                                               header, holdout_corpus, run_central_claim, scored, token_groups)
+                                               header, holdout_corpus, network_method, run_central_claim, scored,
+                                               token_groups)
 from nplm_edu.experiments.central_claim_brown import QUICK, rescale, run_brown
-from nplm_edu.experiments.claim_runs import Ctx, SplitScores, gap, tables
+from nplm_edu.experiments.claim_runs import Ctx, SplitScores, gap, tables, train_seeds
+from nplm_edu.experiments.protocol import Method, Protocol
 
 
 def test_every_sentence_with_a_pair_is_removed():
@@ -41,15 +43,11 @@ def test_every_sentence_with_a_pair_is_removed():
     assert np.isin(t[g["after"]], aux).mean() > 0.4  # the auxiliary after "yesterday the cat"
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    """One quick run of both families (the most expensive part of this file, run once), with every split the
-    protocol reads recorded: (the results file's path, what the run printed, the events). A quick run writes
-    under the scratch folder runs/results/ of the current folder, here a fresh one.
-
-    Events: the split of every ``Corpus.windows`` call made while a learning rate is chosen, and ``score
-    <split>`` for every split scored; a read of the test split during the choice fails the run."""
-    tmp = tmp_path_factory.mktemp("central_claim")
+@contextlib.contextmanager
+def split_guard():
+    """Every split the protocol reads, recorded, and a read of the test split while a learning rate is chosen
+    (by ``claim_runs.choose_lr``) failing the run. Yields the events: the split of every ``Corpus.windows``
+    call made during the choice, and ``score <split>`` for every split scored."""
     events, choosing = [], []
     real_choose, real_windows, real_score, real_test = claim_runs.choose_lr, Corpus.windows, SplitScores.__call__, Corpus.test
 
@@ -76,15 +74,44 @@ def quick_run(tmp_path_factory):
         return real_test.fget(self)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(tmp)
         mp.setattr(claim_runs, "choose_lr", choose)
         mp.setattr(Corpus, "windows", windows_)
         mp.setattr(Corpus, "test", property(test_split))
         mp.setattr(SplitScores, "__call__", score)
+        yield events
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One quick run of both families (the most expensive part of this file, run once), with every split the
+    protocol reads recorded (:func:`split_guard`): (the results file's path, what the run printed, the
+    events). A quick run writes under the scratch folder runs/results/ of the current folder, here a fresh one."""
+    tmp = tmp_path_factory.mktemp("central_claim")
+    with pytest.MonkeyPatch.context() as mp, split_guard() as events:
+        mp.chdir(tmp)
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             path = run_central_claim(CentralClaimOptions(quick=True, brown=False, runs_dir=str(tmp / "r")), quiet=True)
     return tmp, path, printed.getvalue(), events
+
+
+def test_the_rate_of_a_central_claim_network_is_chosen_without_reading_the_test_split(tmp_path):
+    """The guarantee of the quick pipeline's run, in seconds: a network of one cell (a small sample) under a
+    short protocol reads only validation while its rate is chosen, then scores the test split once per seed."""
+    pairs = FAMILIES["time-animal"]
+    corpus, held = holdout_corpus(pairs, 2_000, seed=0, test_tokens=1_000)
+    hc, ht = windows(corpus.vocab.encode(held), 5)
+    method = network_method("c", "learned", corpus, (hc, ht), token_groups(hc, ht, pairs, corpus.vocab), {}, None)
+    protocol = Protocol(lrs=(0.3, 1.0, 3.0), grid_epochs=1, patience=1, max_epochs=2, seeds=(0, 1, 2))
+    ctx = Ctx(tmp_path / "cc.json", {"quick": True}, protocol, tmp_path / "r")
+    with split_guard() as events:
+        rows = train_seeds(method, "c", "network_learned", corpus, ctx)
+        with pytest.raises(AssertionError, match="while the rate was chosen"):  # the guard does catch a read
+            claim_runs.choose_lr(Method("peek", lambda lr, seed: corpus.test), corpus, protocol, tmp_path / "p")
+    chosen = set(events[:events.index("score test")])  # what was read before any test score: the choice, seed 0
+    assert {"valid", "score valid"} <= chosen <= {"train", "valid", "score valid"}
+    assert events.count("score test") == 3 and sorted(rows) == [0, 1, 2]
+    assert all(r["lr"] in protocol.lrs and "gap" in r for r in rows.values())
 
 
 @pytest.mark.long  # the quick pipeline end to end (the module's one run of it)
