@@ -424,13 +424,7 @@ OUTPUT_FIGURES = [
      r"network C Wx Wh d U b rnn (\S+) (\S+) (\S+) (\S+) (\S+) (\S+) lstm (\S+) (\S+) (\S+) (\S+) (\S+) (\S+)",
      lambda *errors: power_of_ten(max(errors))),
     # chapter 11: the small networks against the grammar's bound, and the character-aware section: glued
-    # chapter 11: the Brown runs
-    ("11_recurrent", rf"\(the NPLM with {W} the parameters,", r"\(ch\. 8\) 4 words ([\d.]+)M .*? Elman RNN, h 256 all ([\d.]+)M",
-     lambda nplm, elman: {2: "half"}.get(round(elman / nplm), f"{nplm / elman:.0%} of")),
-    ("11_recurrent", rf"the output layer over {N} words", rf"corpus brown: {BROWN_V}", None),
-    # chapter 11: the gradient through time, and ex-rnn-2
-    ("11_recurrent", rf"at 50 steps it is less than a {W} of its size", ELMAN,
-     lambda k10, k20, k50, per_step: {1e-1: "tenth", 1e-2: "hundredth", 1e-3: "thousandth"}.get(10 ** math.ceil(math.log10(k50)), f"{k50:.0e}")),
+    # chapter 11: the Brown runs (glued; GLUED below checks the figures computed from the results files)
 ]
 
 
@@ -572,6 +566,40 @@ def test_every_glued_figure_is_stored(path):
     assert not missing, f"{path.name}: the prose inserts {missing}, which no code cell glues"
 
 
+def glued_value(path: Path, name: str):
+    """The value a notebook's code glued as ``name``, as stored (MyST-NB keeps its repr)."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    [value] = [o["data"]["application/papermill.record/text/plain"] for c in nb["cells"] for o in c.get("outputs", [])
+               if o.get("metadata", {}).get("scrapbook", {}).get("name") == name]
+    return float(value)
+
+
+def _ratio_k50(R, model="rnn"):  # the gradient's norm 50 steps back over its norm at the prediction
+    g = R(f"recurrent_one_seed/rows[model={model}]/gradient_through_time")
+    return g[50] / g[0]
+
+
+def _last_changes(R):  # the largest relative change of validation perplexity over the last two epochs of either network
+    v = {m: [e["valid_ppl"] for e in R(f"recurrent_one_seed/rows[model={m}]/history")] for m in ("rnn", "lstm")}
+    return max(abs(1 - h[k] / h[k - 1]) for h in v.values() for k in (-2, -1))
+
+
+# figures the prose inserts with glue, against the same figures computed here from the results files:
+# (notebook, glued name, value)
+GLUED = [
+    ("11_2_brown", "brown_V", lambda R: R("recurrent_one_seed/V")),
+    ("11_2_brown", "nplm_share_of_rnn_params",
+     lambda R: R("beyond/parameters") / R("recurrent_one_seed/rows[model=rnn]/parameters")),
+    ("11_2_brown", "recurrent_last_changes", _last_changes),
+    ("11_2_brown", "rnn_k50", _ratio_k50),
+]
+
+
+@pytest.mark.parametrize("notebook, name, value", GLUED, ids=[f"{nb}:{name}" for nb, name, _ in GLUED])
+def test_glued_figure_is_computed_from_the_results(notebook, name, value):
+    assert glued_value(BOOK / f"{notebook}.ipynb", name) == pytest.approx(value(R), rel=1e-12, abs=0)
+
+
 def test_the_checks_can_fail():
     # each forbidden pattern catches what it is meant to, and leaves ordinary prose alone
     bad = ["the issue's five targets", "(commit 4d3df6e, another CPU)", "# NBVAL_IGNORE_OUTPUT",
@@ -591,6 +619,9 @@ def test_the_checks_can_fail():
         test_prose_figure_matches_results("10_output_layers", rf"\$\|V\| / n_c \\approx {N}\$ on", "table1/V", ".0f")
     with pytest.raises(AssertionError, match="no longer says"):
         test_prose_figure_matches_results("08_results", rf"a sentence the book never had {N}", "table1/V", "d")
+    # a glued figure that is not the one the results file gives is reported
+    with pytest.raises(AssertionError):
+        test_glued_figure_is_computed_from_the_results("11_2_brown", "rnn_k50", lambda R: _ratio_k50(R, "lstm"))
 
 
 # --------------------------------------------------------------------------- every figure has a caption
