@@ -592,6 +592,7 @@ GLUED = [
      lambda R: R("beyond/parameters") / R("recurrent_one_seed/rows[model=rnn]/parameters")),
     ("11_2_brown", "recurrent_last_changes", _last_changes),
     ("11_2_brown", "rnn_k50", _ratio_k50),
+    ("12_transformer", "brown_V", lambda R: R("table1/V")),
 ]
 
 
