@@ -128,6 +128,20 @@ def old_step(package_dir: str):
     return make
 
 
+def compared_commit(package_dir: str | None) -> str | None:
+    """The short commit hash of the checkout given to --compare-with (None if it has none)."""
+    if not package_dir:
+        return None
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", package_dir, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
 def torch_step(shape, K):
     """The same model and update in PyTorch: embedding, linear layers, cross-entropy, SGD with
     weight decay on C, H, U, W (not on the biases)."""
@@ -271,7 +285,8 @@ def main() -> None:
         from nplm_edu.experiments.common import command_line, write_results
 
         write_results(Path(args.json), {
-            "threads": THREADS, "compared_with": args.compare_with, "torch": torch_version,
+            "threads": THREADS, "compared_with": args.compare_with,
+            "compared_commit": compared_commit(args.compare_with), "torch": torch_version,
             "load_average_before": load_before, "others_cpu_share": round(others.share(), 3), "load_average_after": load_after,
             "matmul_peak_gflops": {str(T): round(peak[T], 2) for T in THREADS},
             "flops_per_example": "6 |V| D + 6 h (n-1) m, D = h + (n-1) m with direct connections, h without",

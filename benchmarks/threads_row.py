@@ -32,13 +32,14 @@ def _peak(rows: list, T: int, **key) -> float:
 
 
 def _against_other(train: dict, name: str) -> str:
-    """", ours / the code before the reshaping (DIR) 1.019 and 1.189 on 1 and 2 threads" when bench_train.py ran with
+    """", ours / the code before the reshaping (COMMIT) 1.019 and 1.189 on 1 and 2 threads" when bench_train.py ran with
     --compare-with (the code before the trainer's reshaping, measured beside ours), else ""."""
     ratios = [next((r.get("ours_over_other") for r in train["rows"]
                     if r["shape"] == name and r["batch"] == 128 and r["threads"] == T), None) for T in (1, 2)]
     if not train.get("compared_with") or None in ratios:
         return ""
-    return (f", ours / the code before the reshaping ({Path(train['compared_with']).name}) {ratios[0]:.3f} and "
+    commit = train.get("compared_commit") or Path(train["compared_with"]).name.removeprefix("old-")
+    return (f", ours / the code before the reshaping ({commit}) {ratios[0]:.3f} and "
             f"{ratios[1]:.3f} on 1 and 2 threads")
 
 

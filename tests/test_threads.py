@@ -4,6 +4,7 @@ recurrent networks' full softmax, their streams split among threads and their pr
 and the clipping and SGD step of a large parameter; the same thread count gives the same numbers."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -66,6 +67,26 @@ def test_gather_hands_every_thread_all_arrays_in_block_order():
 
     for first, again in threads.run_blocks(fn, 3):
         assert np.array_equal(first, parts) and np.array_equal(again, parts + 1)
+
+
+def test_a_gather_in_two_halves_lets_work_run_between_and_does_not_mix_exchanges():
+    """post hands over a part and returns at once; wait returns once every part is in. Thread 0
+    is slow between the halves: the others' parts are there when it waits, and its own part
+    reaches them; a second exchange right after does not mix with the first."""
+    rng = np.random.default_rng(2)
+    parts = rng.standard_normal((3, 4))
+
+    def fn(i, reduce):
+        every = reduce.post(parts[i])
+        if i == 0:
+            time.sleep(0.05)  # work between the halves, the others already waiting
+        reduce.wait()
+        first = every.copy()
+        again = reduce.gather(parts[i] * 2).copy()
+        return first, again
+
+    for first, again in threads.run_blocks(fn, 3):
+        assert np.array_equal(first, parts) and np.array_equal(again, parts * 2)
 
 
 def test_a_thread_at_the_next_barrier_does_not_let_a_late_one_through():

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..models.output import FullSoftmax
-from .head import nll, softmax_nll
+from .head import head_block, nll, softmax_nll, target_scores
 from .threads import block_range, run_blocks, threads
 
 
@@ -62,8 +62,9 @@ class FastOutput:
 
     def _output_blocks(self, A, targets, T: int, grad: bool = True):
         """:meth:`_output` on T threads: thread i computes the scores of its block of units, the head
-        on them (max and sum combined across the blocks) and its rows of dL/dU, dL/db; the blocks'
-        shares of dL/dA (N, h) are summed in their order. Without ``grad``: (yt, max, sum) only."""
+        on them (max and sum combined across the blocks), its share of dL/dA and its rows of dL/dU,
+        dL/db (:func:`~nplm_edu.numerics.head.head_block`); the blocks' shares of dL/dA (N, h) are
+        summed in their order. Without ``grad``: (yt, max, sum) only."""
         P, N = self.params, A.shape[0]
         if grad:
             gU = self._buffer("gU", P["U"].shape)  # (|V|, width)
@@ -72,18 +73,20 @@ class FastOutput:
 
         def block(i, reduce):
             lo, hi = block_range(self.V, T, i)
+            Ui, b = P["U"][lo:hi], P["b"][lo:hi]
             y = self._buffer(f"y{i}", (N, hi - lo))  # (N, B) this block's scores
-            np.matmul(A, P["U"][lo:hi].T, out=y)  # b added by the head
-            # y <- dL/dy of the block, gb[lo:hi] <- its column sums
-            own, yt, mx, s = softmax_nll(y, targets, lo, reduce, grad, P["b"][lo:hi], gb[lo:hi] if grad else None)
-            if grad:
-                np.matmul(y.T, A, out=gU[lo:hi])  # (B, h)
-                np.matmul(y, P["U"][lo:hi], out=parts[i])  # (N, h)
+            np.matmul(A, Ui.T, out=y)  # b added by the head
+            if not grad:
+                return softmax_nll(y, targets, lo, reduce, False, b)
+            # y <- e = exp(y - q), parts[i] <- dL/dy_i U_i, gb[lo:hi] <- dL/db_i
+            own, cols, yt, mx, s, scale = head_block(y, targets, lo, reduce, Ui, b, parts[i], gb[lo:hi])
+            # dL/dU_i = dL/dy_i^T A = e^T diag(scale) A - onehot^T A / N
+            As = np.multiply(A, scale[:, None], out=self._buffer(f"As{i}", A.shape))  # diag(scale) A  (N, h)
+            np.matmul(y.T, As, out=gU[lo:hi])  # (B, h)
+            np.subtract.at(gU[lo:hi], cols, A[own] * A.dtype.type(1.0 / N))
             return own, yt, mx, s
 
-        yt = np.empty(N, A.dtype)
-        for own, yt_i, mx, s in run_blocks(block, T):
-            yt[own] = yt_i  # each target's score, from the block that holds it
+        yt, mx, s = target_scores(run_blocks(block, T), N, A.dtype)
         if not grad:
             return yt, mx, s
         gA = parts[0]

@@ -31,7 +31,7 @@ from ..errors import UserError
 from ..models.nplm import NPLM, NPLMConfig
 from ..models.output import FullSoftmax, log_softmax
 from .blas import gemm_update, segment_sum
-from .head import nll, softmax_nll
+from .head import head_block, nll, softmax_nll, target_scores
 from .threads import block_range, one_blas_thread, run_blocks, threads
 
 
@@ -214,59 +214,71 @@ class FusedNPLM(NPLM):
         T = threads()
         return T if T > 1 and K * self.config.V * self.params["U"].shape[1] >= self.MIN_BLOCK_WORK else 1
 
-    def _scores_blocks(self, contexts, targets, T: int, block_step=None):
+    def _scores_blocks(self, contexts, targets, T: int):
         """z = [a x], then on T threads the output-block algorithm's forward (section 3.2): thread i
         computes y_i = b_i + [U W]_i [a x] of its units and the head on them (max and sum over all
-        |V| combined across the blocks), then ``block_step(i, dL/dy_i, dL/db_i, lo, hi, reduce, ids, dtanh)``
-        if given. Returns (z, ids, dtanh, the target scores (K,), row max (K,), row sum of exp(y - max) (K,))."""
+        |V| combined across the blocks). Returns (the target scores (K,), row max (K,), row sum of
+        exp(y - max) (K,))."""
         P, cfg = self.params, self.config
         K, h = len(targets), cfg.h
         UW = self._output_weights()
         z = self._buffer("z", (K, h + (cfg.n - 1) * cfg.m))  # [a x]  (K, h + (n-1)m)
-        ids, dtanh = features(P, contexts, z, h)
+        features(P, contexts, z, h)
         zD = z[:, :UW.shape[1]]
 
         def block(i, reduce):
             lo, hi = block_range(cfg.V, T, i)
             y = self._buffer(f"y{i}", (K, hi - lo))  # this block's scores  (K, B)
             np.matmul(zD, UW[lo:hi].T, out=y)  # y_i = [U W]_i [a x], b_i added by the head
-            gb = None if block_step is None else self._buffer(f"gb{i}", (hi - lo,))  # dL/db_i  (B,)
-            own, yt, mx, s = softmax_nll(y, targets, lo, reduce, block_step is not None, P["b"][lo:hi], gb)
-            if block_step is not None:
-                block_step(i, y, gb, lo, hi, reduce, ids, dtanh)
-            return own, yt, mx, s
+            return softmax_nll(y, targets, lo, reduce, False, P["b"][lo:hi])
 
-        yt = np.empty(K, z.dtype)
-        for own, yt_i, mx, s in run_blocks(block, T):
-            yt[own] = yt_i  # each target's score, from the block that holds it
-        return z, ids, dtanh, yt, mx, s
+        return target_scores(run_blocks(block, T), K, z.dtype)
 
     def _sgd_update_blocks(self, contexts, targets, lr: float, keep: float, T: int) -> float:
-        """:meth:`sgd_update` on T threads, each updating its own rows of [U W] and b; only dL/d[a x]
-        is summed across them (in the order of the blocks), and the hidden layer's step is shared
-        among them too (:meth:`_features_block`)."""
-        P, K = self.params, len(targets)
+        """:meth:`sgd_update` on T threads, the output-block algorithm (section 3.2): thread i computes
+        the scores of its block of units, the head and its share of dL/d[a x] on them
+        (:func:`~nplm_edu.numerics.head.head_block`: the rows' (max, sum) exchanged with the other
+        blocks while it computes a product), hands that share to the others and, while theirs
+        arrive, updates its own rows of [U W] and b. Only dL/d[a x] is summed across the blocks (in
+        their order); the hidden layer's step is shared among the threads too (:meth:`_features_block`)."""
+        P, cfg, K = self.params, self.config, len(targets)
         UW = self._output_weights()
         D = UW.shape[1]
-        width = self.config.h + (self.config.n - 1) * self.config.m
+        width = cfg.h + (cfg.n - 1) * cfg.m
+        z = self._buffer("z", (K, width))  # [a x]  (K, h + (n-1)m)
+        ids, dtanh = features(P, contexts, z, cfg.h)
+        zD = z[:, :D]
         parts = self._buffer("gz_parts", (T, K, width))  # each block's share of dL/d[a x]
-        z = self._buffer("z", (K, width))
         H0 = self._buffer("H0", P["H"].shape)
         H0[...] = P["H"]  # H before the step, read by every thread while each updates its rows
 
-        def block_step(i, gy, gb, lo, hi, reduce, ids, dtanh):  # gy = dL/dy_i  (K, B), gb = dL/db_i  (B,)
-            gz = parts[i]  # (K, h + (n-1)m)
-            np.matmul(gy, UW[lo:hi], out=gz[:, :D])  # backward through y_i = [U W]_i [a x]
+        def block(i, reduce):
+            lo, hi = block_range(cfg.V, T, i)
+            UWi, b, gz = UW[lo:hi], P["b"][lo:hi], parts[i]  # gz: this block's share of dL/d[a x]  (K, width)
+            y = self._buffer(f"y{i}", (K, hi - lo))  # (K, B)
+            np.matmul(zD, UWi.T, out=y)  # y_i = [U W]_i [a x], b_i added by the head
+            gb = self._buffer(f"gb{i}", (hi - lo,))  # dL/db_i  (B,)
+            # y <- e = exp(y - q); gz <- dL/dy_i [U W]_i: backward through y_i = [U W]_i [a x] + b_i
+            own, cols, yt, mx, S, scale = head_block(y, targets, lo, reduce, UWi, b, gz[:, :D], gb)
             gz[:, D:] = 0  # without direct connections y does not depend on x directly
-            if keep != 1.0:
+            if keep != 1.0:  # (before the others, past the next barrier, update rows of C)
                 P["C"][lo:hi] *= keep  # weight decay on the table, the same rows as the block's units
-            gemm_update(UW[lo:hi], gy, z[:, :D], alpha=-lr, beta=keep)  # [U W]_i <- keep [U W]_i - lr gy^T [a x]
-            P["b"][lo:hi] -= lr * gb
-            reduce(gz, "SUM")  # dL/d[a x]: the blocks' shares summed, on every thread
+            shares = reduce.post(gz)  # (T, K, width) every block's share, once all have arrived
+            # [U W]_i <- keep [U W]_i - lr dL/dy_i^T [a x]
+            #   with dL/dy_i^T [a x] = e^T diag(scale) [a x] - onehot^T [a x] / K
+            zs = np.multiply(zD, scale[:, None], out=self._buffer(f"zs{i}", zD.shape))  # diag(scale) [a x]
+            gemm_update(UWi, y, zs, alpha=-lr, beta=keep)
+            np.add.at(UWi, cols, zD[own] * zD.dtype.type(lr / K))
+            b -= lr * gb
+            reduce.wait()
+            np.copyto(gz, shares[0])
+            for j in range(1, T):
+                gz += shares[j]  # dL/d[a x]: the blocks' shares summed in their order, on every thread
             self._features_block(i, T, gz, z, ids, dtanh, H0, lr, keep)
+            return own, yt, mx, S
 
-        z, ids, dtanh, yt, mx, s = self._scores_blocks(contexts, targets, T, block_step)
-        return float(np.mean(nll(yt, mx, s)))  # mean negative log-likelihood (before the step)
+        yt, mx, S = target_scores(run_blocks(block, T), K, z.dtype)
+        return float(np.mean(nll(yt, mx, S)))  # mean negative log-likelihood (before the step)
 
     def _features_block(self, i, T, gz, z, ids, dtanh, H0, lr, keep) -> None:
         """Thread i's share of :meth:`_update_features`, from dL/d[a x] (``gz``, the same on every
@@ -300,7 +312,8 @@ class FusedNPLM(NPLM):
         T = self._blocks(len(targets))
         if T > 1:
             with one_blas_thread():  # the threads are the blocks'
-                *_, yt, mx, s = self._scores_blocks(contexts, targets, T)
+                yt, mx, s = self._scores_blocks(contexts, targets, T)
         else:
             _, yt, mx, s = softmax_nll(self._forward(contexts)["y"], targets, grad=False)
         return -nll(yt, mx, s)  # (K,)
+

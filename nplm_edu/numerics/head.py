@@ -22,6 +22,11 @@ adds the block's biases, subtracts each row's maximum over the block's own units
 (the rows' maxima over all |V| units are known only after ``reduce``; exp(y - q) exp(q - Q) =
 exp(y - Q) rescales each row afterwards), the second scales the rows to dL/dy and adds up its
 columns, dL/db of the block.
+
+:func:`head_block`, for the threads, makes only the first pass: while the other blocks' (max, sum)
+pairs arrive, the thread already multiplies e = exp(y - q) by the block's output weights, and
+dL/dy = diag(f / (S K)) e - onehot(w_t) / K enters every product through that row scale and the
+targets' rows, so dL/dy is never written.
 """
 
 from __future__ import annotations
@@ -42,8 +47,7 @@ def softmax_nll(y: np.ndarray, targets: np.ndarray, lo: int = 0, reduce=None, gr
     is each example's negative log-likelihood. With ``reduce`` (a block): ``b`` (B,), the block's
     biases, is added to y first, and ``gb`` (B,), if given, receives dL/db = the column sums of dL/dy."""
     K, B = y.shape
-    own = np.flatnonzero((targets >= lo) & (targets < lo + B))  # examples whose w_t is in this block
-    cols = targets[own] - lo
+    own, cols = _in_block(targets, lo, B)
     if reduce is not None:
         yt = y[own, cols] if b is None else y[own, cols] + b[cols]  # (len(own),) target scores
         mx, s, f = _block_softmax(y, reduce, b)  # y <- exp(y + b - q), q: each row's max over the block
@@ -57,11 +61,62 @@ def softmax_nll(y: np.ndarray, targets: np.ndarray, lo: int = 0, reduce=None, gr
     return own, yt, mx, s
 
 
+def head_block(y: np.ndarray, targets: np.ndarray, lo: int, reduce, W: np.ndarray, b: np.ndarray,
+               gA: np.ndarray, gb: np.ndarray):
+    """The head on a block of units lo .. lo+B-1 of one thread of :func:`~nplm_edu.numerics.threads.run_blocks`,
+    and its share of the backward pass, with the exchange of the softmax's (max, sum) hidden behind
+    a product: y (K, B) holds the block's scores without b; W (B, width) and b (B,) are the block's
+    rows of the output weights and biases (read, not changed).
+
+    y <- e = exp(y + b - q) (q each row's max over the block); the rows' (q, s) are handed to the
+    other blocks and, while they arrive, gA <- e W; then, with each row's max Q and sum S over all
+    |V| units, f = exp(q - Q) and scale = f / (S K), gA <- dL/dy W = diag(scale) e W - onehot(w_t) W / K,
+    the block's share of dL/dA, and gb <- dL/db = scale^T e - onehot(w_t) / K. dL/dy itself is
+    never formed: the block's weight gradient is e^T diag(scale) A - onehot(w_t)^T A / K (A the
+    layer's input). Returns (own, cols, yt, Q, S, scale): the rows whose target lies in the block,
+    the targets' columns in it and their scores, and every row's Q, S and scale (K,)."""
+    K = y.shape[0]
+    own, cols = _in_block(targets, lo, y.shape[1])
+    yt = y[own, cols] + b[cols]  # (len(own),) target scores, before y is overwritten
+    q, s = block_exp(y, b)
+    every = reduce.post(np.stack([q, s]))  # (M, 2, K), every block's (q, s) once all have arrived
+    np.matmul(y, W, out=gA)  # e W, while the other blocks' (q, s) arrive
+    reduce.wait()
+    mx, S, f = combine(every, q)
+    scale = ((f / S).astype(np.float64) / K).astype(y.dtype)  # (K,) dL/dy = diag(scale) e - onehot / K
+    gA *= scale[:, None]  # backward through y = W A + b: dL/dA = dL/dy W
+    gA[own] -= W[cols] * y.dtype.type(1.0 / K)  # one target per row: no row repeats
+    np.matmul(scale, y, out=gb)  # the column sums of dL/dy: dL/db
+    np.subtract.at(gb, cols, y.dtype.type(1.0 / K))
+    return own, cols, yt, mx, S, scale
+
+
+def _in_block(targets: np.ndarray, lo: int, B: int):
+    """(the examples whose target w_t lies in units lo .. lo+B-1, the target's column in the block)."""
+    own = np.flatnonzero((targets >= lo) & (targets < lo + B))
+    return own, targets[own] - lo
+
+
 def _block_softmax(y: np.ndarray, reduce, b=None):
     """A block's first pass, in place: y <- exp(y + b - q), q each row's max over the block; then the
     rows' max Q and sum S over all |V| units (``reduce``). Returns (Q, S, f = exp(q - Q)) (K,)."""
+    q, s = block_exp(y, b)
+    gather = getattr(reduce, "gather", None)
+    if gather is None:  # two reductions (MPI's Allreduce): Q, then S
+        mx = q.copy()
+        reduce(mx, "MAX")  # Q: the max over all |V| units
+        f = np.exp(q - mx)  # exp(y - Q) = exp(y - q) f, row by row (0 for an empty block)
+        s *= f
+        reduce(s, "SUM")  # S: the sum of exp(y - Q) over all |V| units
+        return mx, s, f
+    return combine(gather(np.stack([q, s])), q)  # one exchange of every block's (q, s) instead
+
+
+def block_exp(y: np.ndarray, b=None) -> tuple[np.ndarray, np.ndarray]:
+    """In place: y <- exp(y + b - q), q each row's max over this block's units; returns (q, s) (K,),
+    s each row's sum of exp(y + b - q) (q = -inf, s = 0 for an empty block)."""
     K = y.shape[0]
-    q, s = np.full(K, -np.inf, y.dtype), np.zeros(K, y.dtype)  # an empty block: q = -inf, s = 0
+    q, s = np.full(K, -np.inf, y.dtype), np.zeros(K, y.dtype)
     if y.shape[1]:
         for r in range(0, K, 16):  # 16 rows at a time, in cache for the 4 passes
             yb = y[r:r + 16]  # (rows, B)
@@ -71,16 +126,13 @@ def _block_softmax(y: np.ndarray, reduce, b=None):
             yb -= q[r:r + 16, None]
             np.exp(yb, out=yb)
             yb.sum(axis=1, out=s[r:r + 16])
-    gather = getattr(reduce, "gather", None)
-    if gather is None:  # two reductions (MPI's Allreduce): Q, then S
-        mx = q.copy()
-        reduce(mx, "MAX")  # Q: the max over all |V| units
-        f = np.exp(q - mx)  # exp(y - Q) = exp(y - q) f, row by row (0 for an empty block)
-        s *= f
-        reduce(s, "SUM")  # S: the sum of exp(y - Q) over all |V| units
-        return mx, s, f
-    # one exchange of every block's (q, s) instead: the same Q, f and S
-    every = gather(np.stack([q, s]))  # (M, 2, K): each block's row maxima q_j and sums s_j
+    return q, s
+
+
+def combine(every: np.ndarray, q: np.ndarray):
+    """From every block's row maxima q_j and sums s_j (M, 2, K), in block order: (Q, S, f) (K,) with
+    Q = max_j q_j, S = sum_j s_j exp(q_j - Q) (the sum of exp(y - Q) over all |V| units) and
+    f = exp(q - Q) for this block's own q."""
     mx = every[:, 0].max(axis=0)  # Q: the max over all |V| units
     f = np.exp(every[:, 0] - mx)  # (M, K) exp(q_j - Q)
     S = every[0, 1] * f[0]
@@ -140,3 +192,12 @@ def nll_grad_inplace(e: np.ndarray, s: np.ndarray, rows: np.ndarray, cols: np.nd
 
     rowwise(block, e.shape[0], e.size)
     e[rows, cols] -= e.dtype.type(1.0 / K)
+
+
+def target_scores(results: list, K: int, dtype):
+    """(yt (K,), row max, row sum) from the blocks' (own rows, their target scores, max, sum): each
+    target's score comes from the block that holds it; max and sum are the same in every block."""
+    yt = np.empty(K, dtype)
+    for own, yt_i, mx, s in results:
+        yt[own] = yt_i
+    return yt, mx, s

@@ -11,7 +11,8 @@ each running single-threaded BLAS on its column block, keep T cores busy.
 - :func:`run_blocks` runs ``fn(i, reduce)`` on threads i = 0 .. T-1 (0 is the caller) and waits;
   ``reduce(buf, op)`` combines the T threads' arrays ("MAX" or "SUM", in a fixed order, so the same
   thread count gives the same numbers), as MPI's Allreduce does between processes, and
-  ``reduce.gather(buf)`` hands every thread all T arrays, as MPI's Allgather does;
+  ``reduce.gather(buf)`` hands every thread all T arrays, as MPI's Allgather does (also in two
+  halves, ``reduce.post(buf)`` then ``reduce.wait()``, with work in between);
 - :func:`rowwise`: a loop over blocks of rows on the same threads; on it :func:`sum_of_squares`,
   :func:`scale_inplace` and :func:`sgd_inplace`, the clipping and the SGD step of a large parameter;
 - :func:`matmul_columns`: a product whose columns are split among the same threads;
@@ -112,14 +113,22 @@ class _Team:
             except BaseException as e:  # noqa: BLE001 -- handed to the caller, which raises it
                 self.done.put((i, False, e))
 
-    def _wait(self, i: int) -> None:
-        """The barrier: returns once every thread has arrived."""
+    def _arrive(self, i: int) -> None:
+        """The first half of a barrier: thread i tells every other thread it has arrived."""
         for j in range(self.T):
             if j != i:
                 self.inbox[j].put(True)
+
+    def _take(self, i: int) -> None:
+        """The second half: returns once every other thread has arrived (at this barrier or a later one)."""
         for _ in range(self.T - 1):
             if not self.inbox[i].get():
                 raise threading.BrokenBarrierError
+
+    def _wait(self, i: int) -> None:
+        """The barrier: returns once every thread has arrived."""
+        self._arrive(i)
+        self._take(i)
 
     def _slot(self, i: int, calls: list, buf: np.ndarray) -> np.ndarray:
         """The (T, ...) array of this reduction (the i-th thread's ``calls[i]``-th), filled with buf in row i."""
@@ -136,9 +145,14 @@ class _Team:
         calls = [0] * self.T
 
         def one(i):
-            def gather(buf):
+            def post(buf):
                 slot = self._slot(i, calls, buf)
-                self._wait(i)  # every thread's part is in
+                self._arrive(i)
+                return slot
+
+            def gather(buf):
+                slot = post(buf)
+                self._take(i)  # every thread's part is in
                 return slot
 
             def reduce(buf, op):
@@ -150,7 +164,7 @@ class _Team:
                     for j in range(1, self.T):
                         buf += slot[j]
 
-            reduce.gather = gather
+            reduce.gather, reduce.post, reduce.wait = gather, post, lambda: self._take(i)
             try:
                 return fn(i, reduce)
             except BaseException:
@@ -196,7 +210,10 @@ def run_blocks(fn, T: int) -> list:
     thread in the same order, replaces each thread's ``buf`` by the max ("MAX") or the sum ("SUM")
     of all T threads' ``buf``; ``reduce.gather(buf)`` instead returns the (T, ...) array of all
     T threads' ``buf`` in block order (read-only: one exchange where a combination needs more than a
-    max or a sum). With one block, ``reduce`` does nothing and has no ``gather``."""
+    max or a sum). ``reduce.post(buf)`` and ``reduce.wait()`` are ``gather`` in two halves, with work
+    between them: ``post`` hands over ``buf`` and returns the (T, ...) array at once, which holds
+    every thread's part after ``wait``; a thread whose partners arrived during that work does not
+    sleep. With one block, ``reduce`` does nothing and has no ``gather``."""
     if T == 1 or getattr(_LOCAL, "worker", False):
         return [fn(i, _alone) for i in range(T)]
     key = (os.getpid(), T)
