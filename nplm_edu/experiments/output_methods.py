@@ -57,6 +57,7 @@ from ..models.sparse_output import train_counts
 from ..models.tree_softmax import TreeSoftmax
 from ..models.trees import Tree, cluster_merges, huffman_merges
 from ..numerics.fused import FusedNPLM
+from ..numerics.adaptive import AdaptiveNPLM
 from ..numerics.sparse import SparseNPLM
 from ..training.checkpoint import data_fingerprint
 from ..training.backends import SerialBackend
@@ -219,7 +220,7 @@ def build_model(method: str, corpus, net: NPLMConfig, opts, cache: Path | None =
         layer, desc = banded_layer(method, V, counts, h)
     else:
         layer, desc = sampled_layer(method, V, counts, h, opts, net.seed)
-    return SparseNPLM(net, layer), desc
+    return (AdaptiveNPLM if method == "adaptive" else SparseNPLM)(net, layer), desc
 
 
 class TimedBackend(SerialBackend):

@@ -80,8 +80,7 @@ class SparseNPLM(NPLM):
         if sC != 1.0:
             x *= dt(sC)  # the true x
         a = np.tanh(P["d"] + x @ P["H"].T)  # (K, h)
-        loss, cache = self.output.loss(P, {"U": a * dt(so) if so != 1.0 else a}, targets)  # y = b + U (s a)
-        g_in, grads = self.output.backward_sparse(P, cache)
+        loss, g_in, grads = self.output_step(P, {"U": a * dt(so) if so != 1.0 else a}, targets)  # y = b + U (s a)
         ga = g_in["U"] * dt(so) if so != 1.0 else g_in["U"]  # (K, h) dL/da = s dL/d(s a)
         go = ga * (1 - a * a)  # (K, h) dL/do
         gx = go @ P["H"]  # (K, (n-1)m) dL/dx, with H before its update
@@ -99,6 +98,13 @@ class SparseNPLM(NPLM):
         eager = () if self.output.lazy_decay else (1,)  # a layer whose scores the scale does not pass through
         self.fold([i for i in (0, 1) if P[SCALE][i] < FOLD_BELOW or i in eager])
         return loss
+
+    def output_step(self, P: dict, inputs: dict, targets: np.ndarray):
+        """(mean loss, dL/d inputs, dL/d params) of the output layer on a batch: its loss and backward
+        (a fast path for one layer overrides this: :class:`~nplm_edu.numerics.adaptive.AdaptiveNPLM`)."""
+        loss, cache = self.output.loss(P, inputs, targets)
+        g_in, grads = self.output.backward_sparse(P, cache)
+        return loss, g_in, grads
 
 
 def apply(p: np.ndarray, g, coef) -> None:
