@@ -21,8 +21,8 @@ the network's average distribution; samples come from 0.9 Q_a + 0.1 unigram, so 
 
 The target itself is not among the samples, so in a context where it is far more probable than
 Q(w) says, the estimate of Z rarely contains it, -y_w keeps pushing its score up and nothing pulls
-it down: the scores of such words grow without bound (seen on Brown: the validation perplexity
-rises after the first epoch). :class:`ImportanceSamplingWithTarget` puts the target among the
+it down: the scores of such words grow without bound (seen on Brown: after a few epochs the
+validation perplexity rises). :class:`ImportanceSamplingWithTarget` puts the target among the
 candidates (the "sampled softmax" of Jean et al. 2015): a softmax over {w, s_1, ..., s_k} of the
 scores y_v - log Q(v), whose self-normalized weights now include the target's own,
 
@@ -213,7 +213,8 @@ def effective_sample_size(logr) -> np.ndarray:
 
 
 class ESSImportanceSampling(AdaptiveImportanceSampling):
-    """Importance sampling as Bengio & Senecal (2003, 2008) ran it: the adaptive proposal, and a sample
+    """Importance sampling with the effective-sample-size rule of Bengio & Senecal (2008), here with a
+    context-free proposal (the adaptive unigram, where they adapt an n-gram of the context): a sample
     size set by the effective sample size. A batch draws ``k`` words from the proposal, then ``k``
     more, ..., until the mean over the batch's examples of ESS = (sum_j r_j)^2 / sum_j r_j^2
     (:func:`effective_sample_size`) reaches ``ess_min``, or the sample holds ``k_max`` words.
