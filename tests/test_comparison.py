@@ -45,6 +45,9 @@ def test_the_table_of_a_complete_file():
     assert rows["tree-huffman"][8] == "never (255.0)"  # 1% is 253.51
     assert rows["full"][7] == "300 s" and rows["full"][2] == "3, 3, 3" and rows["full"][1] == "1"
     assert "251.0 (mean of 3 seeds)" in comparison_caption(doc)
+    assert comparison_caption(doc).startswith("Brown (") and "[" not in comparison_caption(doc)  # the corpus in words
+    sliced = {**doc, "slice": {"train": 200_000, "valid": 50_000, "test": None}}
+    assert comparison_caption(sliced).startswith("Brown, a slice of 200,000 training and 50,000 validation tokens")
 
 
 def test_a_partial_file_without_the_reference_and_with_one_seed():

@@ -132,12 +132,21 @@ def show_grid_table(doc, caption: str | None = None) -> None:
                                        "is chosen"))
 
 
+def corpus_words(doc: dict) -> str:
+    """The corpus in words: "Brown, a slice of 200,000 training and 50,000 validation tokens"."""
+    name, _, part = doc.get("corpus", "").partition("[")
+    tokens = doc.get("slice") or {}
+    if not (part and tokens.get("train") and tokens.get("valid")):
+        return name.capitalize()
+    return f"{name.capitalize()}, a slice of {tokens['train']:,} training and {tokens['valid']:,} validation tokens"
+
+
 def comparison_caption(doc: dict) -> str:
     """What the table's numbers are, from the file: the corpus, the seeds, the reference."""
     ref = doc.get("reference")
     where = (f"the full softmax's best validation perplexity, {ref['best_valid_ppl']['mean']:.1f} (mean of "
              f"{len(ref['seeds'])} seeds)" if ref else "the full softmax's best validation perplexity (not in the file yet)")
-    return (f"{doc.get('corpus', '')} (|V| = {doc.get('V', 0):,}): mean ± standard deviation over the seeds; "
+    return (f"{corpus_words(doc)} (|V| = {doc.get('V', 0):,}): mean ± standard deviation over the seeds; "
             f"x full: training examples per CPU second of updates over the full softmax's; to 5% and 1%: CPU "
             f"seconds of training (validation included) to come within 5% and 1% of {where}")
 
