@@ -83,7 +83,7 @@ def test_the_checks_can_fail(tmp_path):
 
 
 # pages that ask for more than one thing built: (exercises at least, of which solved by a hidden code cell)
-MANY = {"11_recurrent": (5, 3)}
+MANY = {"11_recurrent": (5, 3), "10_1_bands": (2, 2)}
 
 
 @pytest.mark.parametrize("page", MANY)
