@@ -83,7 +83,6 @@ N = r"([-\d.,]+%?)"  # a number as the prose prints it
 
 FIGURES = [
     # (chapter 8: every number of the central claim is glued from central_claim.json)
-    ("10_output_layers", rf"an example reads \$2\\sqrt\{{\|V\|\}} \\approx {N}\$ rows", lambda R: 2 * math.sqrt(R("output_layers/V")), ".0f"),
     # chapter 10: the mean class size of frequency binning, |V| / n_c (the file's n_classes; None: the default rule)
     ("10_output_layers", rf"\$\|V\| / n_c \\approx {N}\$ on",
      lambda R: R("output_layers/V") / (R("output_layers/layers/n_classes") or default_n_classes(R("output_layers/V"))),
@@ -593,6 +592,9 @@ GLUED = [
     ("11_2_brown", "recurrent_last_changes", _last_changes),
     ("11_2_brown", "rnn_k50", _ratio_k50),
     ("12_transformer", "brown_V", lambda R: R("table1/V")),
+    ("10_output_layers", "two_sqrt_V", lambda R: 2 * math.sqrt(R("output_layers/V"))),
+    ("10_output_layers", "full_cost", lambda R: R("output_layers/V") * R("output_layers/network/h")),
+    ("10_1_bands", "V", lambda R: R("output_layers/V")),
 ]
 
 
