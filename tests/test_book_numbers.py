@@ -595,6 +595,9 @@ GLUED = [
     ("10_output_layers", "two_sqrt_V", lambda R: 2 * math.sqrt(R("output_layers/V"))),
     ("10_output_layers", "full_cost", lambda R: R("output_layers/V") * R("output_layers/network/h")),
     ("10_1_bands", "V", lambda R: R("output_layers/V")),
+    *[("12_transformer", f"torch_ratio_{T}_{k}",  # ours / PyTorch, windows of T words on k threads
+       lambda R, T=T, k=k: R(f"bench_transformer/rows[n_ctx={T},threads={k}]/ours_over_torch"))
+      for T in (4, 32) for k in (1, 2)],
 ]
 
 
