@@ -6,10 +6,11 @@ words for the k_i examples whose target lies in it. Each is the full softmax's h
 units (:func:`~nplm_edu.numerics.head.head_block`, the function the fused NPLM's step calls): one
 exp per score, dL/dy never written, the weight gradient e^T diag(scale) A - onehot^T A / K. On T
 threads (:mod:`~nplm_edu.numerics.threads`) each softmax is split into T column blocks, as the
-paper's output blocks (section 3.2): thread j computes block j of the head, then block j of each
-tail, the (max, sum) pairs exchanged once per softmax; only dL/da of the head and dL/dq_i of each
-tail are summed across the blocks. The tails' projections q_i = Proj_i a and their backward are
-small and run on the caller's thread.
+paper's output blocks (section 3.2): thread j computes block j of the head, the (max, sum) pairs
+exchanged once, and only dL/da is summed across the blocks. The tails, each read by a few examples,
+are too small to split (the threads would spend their time meeting): each is computed whole on one
+thread, the costliest first to the thread with the least work (:func:`owners`). The tails'
+projections q_i = Proj_i a and their backward are small and run on the caller's thread.
 
 A tail's head_block normalizes by its k_i rows; the batch's mean NLL divides by K, so its
 gradients are rescaled by k_i / K.
@@ -58,6 +59,20 @@ def softmax_block(A, W, b, targets, lo: int, reduce, y, gA, gW, gb, K: int):
     return own, yt, mx, S
 
 
+def owners(costs: list, T: int) -> list[int]:
+    """The thread of each tail: the costliest first, each to the thread with the least work so far
+    (the head's blocks are equal on every thread). Each tail is computed whole, the same way on any thread.
+
+    >>> owners([5, 20, 8], 2)
+    [1, 0, 1]
+    """
+    load, out = [0] * T, [0] * len(costs)
+    for g in sorted(range(len(costs)), key=lambda g: -costs[g]):
+        out[g] = min(range(T), key=lambda j: load[j])
+        load[out[g]] += costs[g]
+    return out
+
+
 class AdaptiveNPLM(FastOutput, SparseNPLM):
     """:class:`~nplm_edu.numerics.sparse.SparseNPLM` whose adaptive softmax is computed by
     :func:`softmax_block` on the threads (see the module docstring); any other layer as before."""
@@ -83,29 +98,33 @@ class AdaptiveNPLM(FastOutput, SparseNPLM):
                 groups.append((q, P[f"U_{i}"], P[f"b_{i}"], layer.rank[targets[sel]] - layer.bounds[i], (i, sel)))
         names = layer.decayed + ("b_head",) + tuple(f"b_{i}" for i in range(1, layer.n + 1))
         grads = {k: self._buffer("g" + k, P[k].shape) for k in names}  # each written whole below
-        parts = [self._buffer(f"parts{g}", (T,) + A.shape) for g, (A, *_) in enumerate(groups)]
+        owner = owners([len(A) * len(W) for A, W, *_ in groups[1:]], T)  # the thread of each tail
+        parts = [self._buffer(f"parts{g}", (T if g == 0 else 1,) + A.shape) for g, (A, *_) in enumerate(groups)]
 
         def block(j, reduce):
-            out = []
+            out = {}
             for g, (A, W, b, tg, tail) in enumerate(groups):
-                lo, hi = block_range(len(W), T, j)
+                if tail is None:  # the head: block j of T
+                    (lo, hi), red, part = block_range(len(W), T, j), reduce if T > 1 else _One, parts[0][j]
+                elif owner[g - 1] == j:  # a whole tail, on one thread
+                    lo, hi, red, part = 0, len(W), _One, parts[g][0]
+                else:
+                    continue
                 y = self._buffer(f"y{g}.{j}", (len(A), hi - lo))  # (k, B) this block's scores
                 name = "U_head" if tail is None else f"U_{tail[0]}"
                 gb = grads["b" + name[1:]]
-                out.append(softmax_block(A, W, b, tg, lo, reduce if T > 1 else _One, y, parts[g][j],
-                                         grads[name][lo:hi], gb[lo:hi], K))
+                out[g] = softmax_block(A, W, b, tg, lo, red, y, part, grads[name][lo:hi], gb[lo:hi], K)
             return out
 
         results = run_blocks(block, T)
-        loss, ga = 0.0, self._sum(parts[0])  # (K, h) dL/da through the head
-        for g, (A, W, b, tg, tail) in enumerate(groups):
-            loss += float(nll(*target_scores([r[g] for r in results], len(A), dt)).sum())
-            if tail is not None:
-                # backward through q_i = a @ Proj_i.T
-                i, sel = tail
-                gq = self._sum(parts[g])  # (k_i, d_i) dL/dq_i
-                np.matmul(gq.T, a[sel], out=grads[f"Proj_{i}"])  # (d_i, h)
-                ga[sel] += gq @ P[f"Proj_{i}"]  # (k_i, h)
+        ga = self._sum(parts[0])  # (K, h) dL/da through the head
+        loss = float(nll(*target_scores([r[0] for r in results], K, dt)).sum())
+        for g, (A, W, b, tg, tail) in enumerate(groups[1:], 1):
+            loss += float(nll(*results[owner[g - 1]][g][1:]).sum())
+            # backward through q_i = a @ Proj_i.T
+            (i, sel), gq = tail, parts[g][0]  # (k_i, d_i) dL/dq_i
+            np.matmul(gq.T, a[sel], out=grads[f"Proj_{i}"])  # (d_i, h)
+            ga[sel] += gq @ P[f"Proj_{i}"]  # (k_i, h)
         for i in set(range(1, layer.n + 1)) - {t[0] for *_, t in groups[1:]}:
             for k in ("Proj", "U", "b"):
                 grads[f"{k}_{i}"].fill(0)  # a tail no target reached: zero
