@@ -46,8 +46,12 @@ def test_merge_keeps_rows_of_the_same_settings_and_drops_others(tmp_path):
                         order=["lstm", "rnn"])
     assert [r["model"] for r in doc["rows"]] == ["lstm", "rnn"] and json.loads(out.read_text()) == doc
     assert doc["target"] == "recurrent" and doc["commit"]  # the provenance block of write_results
+    before = out.read_text()
     doc = merge_results(out, "recurrent", {**head, "V": 6, "kn5": {}}, {"rnn": {"model": "rnn"}}, 0.0, key="model")
     assert [r["model"] for r in doc["rows"]] == ["rnn"]  # other settings: the file starts again
+    assert (tmp_path / "r.replaced-1.json").read_text() == before  # and the old one is kept whole beside it
+    merge_results(out, "recurrent", {**head, "V": 7, "kn5": {}}, {"rnn": {"model": "rnn"}}, 0.0, key="model")
+    assert (tmp_path / "r.replaced-2.json").exists() and (tmp_path / "r.replaced-1.json").read_text() == before
 
 
 MERGER = """

@@ -80,7 +80,8 @@ def merge_results(out, target: str, doc: dict, rows: dict, started: float, same=
                   key: str | None = None, order=None, then=None, field: str = "rows", kept=None) -> dict:
     """Write ``doc`` to ``out`` with ``rows`` ({name: row}) merged row by row into the rows already there:
     the file is re-read under its lock, so two processes filling one file keep both rows. Rows on disk
-    are kept when the file's ``same`` keys equal ``doc``'s (else the file is of other settings: replaced).
+    are kept when the file's ``same`` keys equal ``doc``'s; else the file is of other settings: it is
+    moved aside whole (:func:`set_aside`, said on the terminal) and ``out`` starts again.
     ``key``: the field naming a row when the file keeps its rows as a list (None: a dict of rows);
     ``order``: the rows' names in the order the file lists them (default: as they come); ``then``: a
     function of the merged document returning what is written (e.g. ratios between rows); ``field``: the
@@ -90,8 +91,11 @@ def merge_results(out, target: str, doc: dict, rows: dict, started: float, same=
     with one_writer(out, wait=MERGE_WAIT):
         disk = read_results(out, target)
         merged = {}
-        if disk is not None and all(disk.get(k) == doc.get(k) for k in same):
+        changed = [k for k in same if disk is not None and disk.get(k) != doc.get(k)]
+        if disk is not None and not changed:
             merged = rows_on_disk(disk, field, key, kept)
+        elif disk is not None:
+            print(f"{out} holds rows of other settings ({', '.join(changed)}): moved to {set_aside(out)}")
         merged.update(rows)
         names = [n for n in (order or []) if n in merged] + [n for n in merged if n not in (order or [])]
         listed = {n: merged[n] for n in names}
@@ -99,6 +103,15 @@ def merge_results(out, target: str, doc: dict, rows: dict, started: float, same=
                  field: listed if key is None else list(listed.values())}  # rows last: easier to read
         final = then(final) if then else final
         return write_results(out, final, started)
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a results file out of the way, never over another: ``<name>.replaced-<k>.json``."""
+    k = 1
+    while (aside := path.with_name(f"{path.stem}.replaced-{k}{path.suffix}")).exists():
+        k += 1
+    path.rename(aside)
+    return aside
 
 
 def rows_on_disk(disk: dict, field: str, key: str | None, kept=None) -> dict:
