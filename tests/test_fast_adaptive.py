@@ -68,9 +68,10 @@ def test_loss_and_every_gradient_equal_the_readable_layer(threads, cutoffs, tail
         assert np.abs(densify(grads[k], P[k]) - grads2[k]).max() < 1e-12, k
 
 
-def test_training_steps_equal_the_readable_layers_and_repeat(threads):
-    fast, slow, layer = models([8, 20])
-    again, _, _ = models([8, 20])
+@pytest.mark.parametrize("cutoffs", [[8, 20], [8, 20, 33]])  # two and three tails (owners spread them)
+def test_training_steps_equal_the_readable_layers_and_repeat(threads, cutoffs):
+    fast, slow, layer = models(cutoffs)
+    again, _, _ = models(cutoffs)
     rng = np.random.default_rng(3)
     for step in range(4):
         c, t = batch(layer, rng, tails=step != 2)

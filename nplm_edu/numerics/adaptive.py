@@ -18,6 +18,8 @@ gradients are rescaled by k_i / K.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 from ..models.adaptive_softmax import AdaptiveSoftmax
@@ -78,10 +80,8 @@ class AdaptiveNPLM(FastOutput, SparseNPLM):
     :func:`softmax_block` on the threads (see the module docstring); any other layer as before."""
 
     def sgd_update(self, contexts, targets, lr: float, weight_decay: float) -> float:
-        if self._blocks(len(targets)) > 1:
-            with one_blas_thread():  # the threads are the blocks'
-                return super().sgd_update(contexts, targets, lr, weight_decay)
-        return super().sgd_update(contexts, targets, lr, weight_decay)
+        with one_blas_thread() if self._blocks(len(targets)) > 1 else nullcontext():  # the threads are the blocks'
+            return super().sgd_update(contexts, targets, lr, weight_decay)
 
     def output_step(self, P, inputs, targets):
         if not isinstance(self.output, AdaptiveSoftmax):
