@@ -26,19 +26,7 @@ from ..models.adaptive_softmax import AdaptiveSoftmax
 from .full_output import FastOutput
 from .head import head_block, nll, target_scores
 from .sparse import SparseNPLM
-from .threads import block_range, one_blas_thread, run_blocks, threads
-
-
-class _One:
-    """The exchange of a single block with itself (one thread): head_block's ``post`` and ``wait``."""
-
-    @staticmethod
-    def post(buf):
-        return buf[None]  # (1, ...) every block's part: its own
-
-    @staticmethod
-    def wait():
-        pass
+from .threads import _alone, block_range, one_blas_thread, run_blocks, threads
 
 
 def softmax_block(A, W, b, targets, lo: int, reduce, y, gA, gW, gb, K: int):
@@ -105,9 +93,9 @@ class AdaptiveNPLM(FastOutput, SparseNPLM):
             out = {}
             for g, (A, W, b, tg, tail) in enumerate(groups):
                 if tail is None:  # the head: block j of T
-                    (lo, hi), red, part = block_range(len(W), T, j), reduce if T > 1 else _One, parts[0][j]
+                    (lo, hi), red, part = block_range(len(W), T, j), reduce, parts[0][j]
                 elif owner[g - 1] == j:  # a whole tail, on one thread
-                    lo, hi, red, part = 0, len(W), _One, parts[g][0]
+                    lo, hi, red, part = 0, len(W), _alone, parts[g][0]
                 else:
                     continue
                 y = self._buffer(f"y{g}.{j}", (len(A), hi - lo))  # (k, B) this block's scores

@@ -243,7 +243,12 @@ def one_blas_thread():
 
 
 def _alone(buf, op) -> None:
-    """The reduction of one block with itself (nothing to combine)."""
+    """The reduction of one block with itself (nothing to combine); its ``post`` returns the (1, ...)
+    array of every block's part, its own, and ``wait`` has no one to wait for."""
+
+
+_alone.post = lambda buf: buf[None]
+_alone.wait = lambda: None
 
 
 MIN_ROWWISE = 1 << 19  # entries from which a loop over rows is split among threads (2 MB of float32)
