@@ -351,6 +351,35 @@ def test_rows_of_older_code_take_the_files_commit_and_keep_it_through_merges(cor
     assert runs == {"nplm/seed0": OLD, "nplm/seed1": OLD, "nplm/seed2": "new1234", "full/seed0": OLD, "full/seed1": OLD}
 
 
+def test_descriptions_are_never_compared_and_a_writer_of_older_code_keeps_the_file(corpus, tmp_path, monkeypatch):
+    """A header's descriptions may differ between processes: the rows still count as done, the file is
+    not set aside, each process's descriptions are merged. Older code (which compares its whole header,
+    ``rows`` and ``parameters`` among it, and knows no ``descriptions``) merging after new code keeps the
+    file and its rows, and drops ``descriptions`` until new code merges again."""
+    out = tmp_path / "r.json"
+    protocol = Protocol(lrs=(0.1, 0.3, 1.0), grid_epochs=1, patience=5, max_epochs=2, seeds=(0, 1, 2))
+    old_head = {"corpus": corpus.name, "V": corpus.V, "rows": {"nplm": "an NPLM"}, "parameters": {"nplm": 100}}
+    at_commit(monkeypatch, OLD)
+    old_writer(out, old_head, protocol, [old_row("nplm", 0)])
+    new_head = {**old_head, "descriptions": {"full": {"what": "the full softmax", "parameters": 120}}}
+    reworded = {**new_head, "rows": {"nplm": "the NPLM, reworded"}, "note": "a note"}
+    assert set(done_rows(out, "output-layers", new_head, protocol)) == {"nplm/seed0"}
+    assert set(done_rows(out, "output-layers", reworded, protocol)) == {"nplm/seed0"}  # descriptions: not compared
+    assert done_rows(out, "output-layers", {**new_head, "V": corpus.V + 1}, protocol) == {}  # settings: compared
+    at_commit(monkeypatch, "new1234")
+    write_rows(out, "output-layers", new_head, [old_row("full", 0, lr=1.0)], protocol, time.monotonic())
+    other = {**old_head, "descriptions": {"is": {"what": "importance sampling", "parameters": 90}}}
+    doc = write_rows(out, "output-layers", other, [old_row("is", 0)], protocol, time.monotonic())
+    assert doc["descriptions"] == {**new_head["descriptions"], **other["descriptions"]} and len(doc["runs"]) == 3
+    at_commit(monkeypatch, OLD)  # older code, still running, merges a row of its own
+    doc = old_writer(out, old_head, protocol, [old_row("nplm", 1)])
+    assert not list(tmp_path.glob("r.replaced-*")) and len(doc["runs"]) == 4 and "descriptions" not in doc
+    at_commit(monkeypatch, "new5678")  # new code merges again: its own descriptions are back
+    doc = write_rows(out, "output-layers", new_head, [], protocol, time.monotonic())
+    assert doc["descriptions"] == new_head["descriptions"] and len(doc["runs"]) == 4
+    assert not list(tmp_path.glob("r.replaced-*"))
+
+
 # --------------------------------------------------------------------------- one corpus for every comparison
 def fingerprint(c) -> dict:
     """What a run trains on: the corpus's name (in every run's settings), |V|, the split bounds, and

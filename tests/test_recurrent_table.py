@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from nplm_edu.analysis.recurrent_table import (differences, pm, recurrent_table, row_summaries, samples_lines,
-                                          spread, within_spread)
+from nplm_edu.analysis.recurrent_table import (differences, pm, recurrent_table, row_descriptions, row_summaries,
+                                               spread, within_spread)
 
 
 def run(method, seed, test, valid=None, mix=None, epochs=10):
@@ -53,9 +53,18 @@ def test_the_parameter_column_does_not_depend_on_which_seed_comes_first():
     assert row_summaries(doc)["lstm"]["parameters"] == 1004 and recurrent_table(doc)[0][0][3] == "1,004"
 
 
-def test_samples_of_one_seed_per_model():
-    lines = samples_lines(DOC, seed=1, order=("nplm-dropout",))
-    assert lines[0] == "nplm-dropout: the cat sat on | nplm-dropout 1 a" and len(lines) == 9
+def test_each_model_is_described_by_the_file_else_by_the_fallback():
+    package = {"lstm": "package lstm", "transformer-4": "package transformer", "gru": "package gru"}
+    doc = {**DOC, "rows": {"lstm": "file lstm"}, "parameters": {"lstm": 7, "nplm-dropout/lstm": 1.0},
+           "descriptions": {"transformer-4": {"what": "file transformer", "parameters": 9}}}
+    names = ("lstm", "transformer-4", "gru", "xyz")
+    assert row_descriptions(doc, names, package) == {"lstm": "file lstm", "transformer-4": "file transformer",
+                                                     "gru": "package gru", "xyz": None}
+    # a file last merged by older code: no descriptions, the default rows' alone
+    older = row_descriptions({"rows": {"lstm": "file lstm"}}, names[:2], package)
+    assert older == {"lstm": "file lstm", "transformer-4": "package transformer"}
+    unscored = {**doc, "runs": [{**run("transformer-4", 0, 300), "parameters": None}]}
+    assert row_summaries(unscored)["transformer-4"]["parameters"] == 9  # the header's count when no seed has one
 
 
 def char_run(seed, char_ppl, word_ppl, skipped=False):

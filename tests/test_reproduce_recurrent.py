@@ -15,10 +15,10 @@ import pytest
 from nplm_edu.cli import main
 from nplm_edu.data.corpus import CorpusSpec, load_corpus
 from nplm_edu.experiments import recurrent as rec
-from nplm_edu.experiments.protocol import choose_lr, comparison_data
+from nplm_edu.experiments.protocol import choose_lr, comparison_data, header_settings
 from nplm_edu.errors import UserError
 from nplm_edu.experiments.recurrent_words import needs_word_level
-from nplm_edu.experiments.recurrent_rows import ROWS, parameter_counts, seeded_samples
+from nplm_edu.experiments.recurrent_rows import ROWS, kn5_log_probs, parameter_counts, seeded_samples, sizes
 from nplm_edu.models.gradcheck import gradcheck
 from nplm_edu.models.rnn import RecurrentConfig
 from nplm_edu.numerics.recurrent import recurrent_model
@@ -123,6 +123,23 @@ def test_the_window_lstm_fast_equals_the_reference_and_its_gradient_checks():
     assert lf == pytest.approx(lr, abs=1e-12) and all(np.allclose(gf[k], gr[k], atol=1e-12) for k in gf)
     assert np.allclose(fast.probs(X).sum(axis=1), 1.0)
     assert max(gradcheck(ref, X, y).values()) < 1e-6
+
+
+def test_the_header_describes_the_rows_named_and_keeps_what_older_code_compares(tmp_path):
+    """Every row a process trains is described in the file's header (with its parameter count); the
+    settings and the keys older processes compare (``rows``, ``parameters``: the default rows) do not
+    depend on which rows a process trains."""
+    corpus = comparison_data(CorpusSpec(corpus="synthetic"), True, rec.QUICK_SLICE)
+    kn = kn5_log_probs(corpus, tmp_path)
+    plain, named = rec.header(corpus, kn, True), rec.header(corpus, kn, True, ("transformer-4", "lstm"))
+    plain.pop("descriptions")
+    assert {k: v for k, v in named.items() if k != "descriptions"} == plain
+    assert list(named["rows"]) == list(rec.ORDER) and set(named["parameters"]) == {*rec.ORDER, "nplm-dropout/lstm"}
+    assert set(named["descriptions"]) == {*rec.ORDER, "transformer-4"}
+    transformer = ROWS["transformer-4"]
+    assert named["descriptions"]["transformer-4"] == {
+        "what": transformer.what, "parameters": transformer.make(corpus.V, 0, sizes(True)).num_params()}
+    assert set(header_settings(named)) == {"corpus", "V", "quick", "tokens", "slice", "rule", "kn5", "samples"}
 
 
 def test_the_nplm_control_has_about_the_lstms_parameters_on_brown():

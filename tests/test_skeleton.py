@@ -54,6 +54,24 @@ def test_merge_keeps_rows_of_the_same_settings_and_drops_others(tmp_path):
     assert (tmp_path / "r.replaced-2.json").exists() and (tmp_path / "r.replaced-1.json").read_text() == before
 
 
+def test_descriptions_are_merged_with_the_files_never_compared(tmp_path):
+    out = tmp_path / "r.json"
+    head = {"corpus": "c", "V": 5, "tokens": 10, "quick": True}
+    first = {**head, "what": {"rnn": "an RNN", "lstm": "old words"}, "note": "first"}
+    merge_results(out, "recurrent", {**first, "kn5": {}}, {"rnn": {"model": "rnn"}}, 0.0, key="model",
+                  merged=("what", "note", "more"))
+    second = {**head, "kn5": {}, "what": {"lstm": "an LSTM", "gru": "a GRU"}, "note": "second"}
+    doc = merge_results(out, "recurrent", second, {"lstm": {"model": "lstm"}}, 0.0, key="model",
+                        merged=("what", "note", "more"))
+    assert doc["what"] == {"rnn": "an RNN", "lstm": "an LSTM", "gru": "a GRU"}  # theirs kept, the writer's own win
+    assert doc["note"] == "second" and "more" not in doc and len(doc["rows"]) == 2
+    doc = merge_results(out, "recurrent", {**head, "kn5": {}}, {}, 0.0, key="model", merged=("what",))
+    assert doc["what"]["rnn"] == "an RNN"  # a writer describing nothing keeps the file's descriptions
+    doc = merge_results(out, "recurrent", {**head, "V": 6, "kn5": {}, "what": {"rnn": "x"}}, {}, 0.0, key="model",
+                        merged=("what",))
+    assert doc["what"] == {"rnn": "x"} and doc["rows"] == []  # a file of other settings: nothing of it kept
+
+
 MERGER = """
 import sys
 from nplm_edu.experiments.skeleton import merge_results

@@ -10,7 +10,7 @@ spread), and give:
 - :func:`differences`: the difference of two models' mean test perplexities, with the seeds' spread,
   and whether the difference is within it (:func:`within_spread`);
 - :func:`recurrent_table` / :func:`show_recurrent_table`: both as one HTML table;
-- :func:`samples_lines` / :func:`print_samples`: the seeded samples each trained network wrote.
+- :func:`row_descriptions`: what each model is, as the file says, else as the caller's list says.
 """
 
 from __future__ import annotations
@@ -44,13 +44,30 @@ def spread(values) -> dict:
             "max": float(v.max()), "n": int(v.size), "values": v.tolist()}
 
 
+def row_descriptions(doc: dict, names, fallback: dict | None = None) -> dict[str, str | None]:
+    """What each model of ``names`` is: as the results file describes it (``descriptions``, else ``rows``,
+    which a file of older code or last merged by it has alone, for the default models), else as
+    ``fallback`` ({model: text}, e.g. the package's list) does, else None."""
+    described, listed = doc.get("descriptions") or {}, doc.get("rows") or {}
+    return {m: (described.get(m) or {}).get("what") or (listed.get(m) if isinstance(listed, dict) else None)
+            or (fallback or {}).get(m) for m in names}
+
+
+def described_parameters(doc: dict, model: str) -> int | None:
+    """The parameter count the results file's header gives ``model`` (None: none)."""
+    described = (doc.get("descriptions") or {}).get(model) or {}
+    return described.get("parameters") or (doc.get("parameters") or {}).get(model)
+
+
 def row_summaries(doc: dict) -> dict[str, dict]:
-    """Per model: its seeds, chosen learning rate, epochs per seed, parameter count, how many runs
-    stopped early or reached the epoch cap, and :func:`spread` of each of :data:`MEASURES`."""
+    """Per model: its seeds, chosen learning rate, epochs per seed, parameter count (its seeds', else the
+    header's), how many runs stopped early or reached the epoch cap, and :func:`spread` of each of
+    :data:`MEASURES`."""
     out = {}
     for model, rows in runs_by_model(doc).items():
         out[model] = {"seeds": [r["seed"] for r in rows], "lr": rows[0]["lr"], "epochs": [r["epochs"] for r in rows],
-                      "parameters": next((r["parameters"] for r in rows if r.get("parameters")), None),
+                      "parameters": next((r["parameters"] for r in rows if r.get("parameters")), None)
+                      or described_parameters(doc, model),
                       "stopped_early": sum(bool(r.get("stopped_early")) for r in rows),
                       "reached_max_epochs": sum(bool(r.get("reached_max_epochs")) for r in rows),
                       **{k: spread(r.get(k) for r in rows) for k in MEASURES}}
@@ -107,23 +124,6 @@ def show_recurrent_table(doc: dict, caption: str = "", order=None, pairs=CONTROL
     """Display :func:`recurrent_table` in a notebook (:func:`~nplm_edu.analysis.report.show_table`)."""
     body, head = recurrent_table(doc, order, pairs)
     show_table(body, head, caption)
-
-
-def samples_lines(doc: dict, seed: int = 0, order=None) -> list[str]:
-    """The samples of each model's run of ``seed`` (when trained): 'model: prompt | text' lines."""
-    lines = []
-    by = runs_by_model(doc)
-    for m in [m for m in (order or []) if m in by] + [m for m in by if m not in (order or [])]:
-        row = next((r for r in by[m] if r["seed"] == seed and r.get("samples")), None)
-        if row is not None:
-            lines += [f"{m}: {row['samples']['prompt']} | {t}" for t in row["samples"]["texts"]]
-    return lines
-
-
-def print_samples(doc: dict, seed: int = 0, order=None) -> None:
-    """Print :func:`samples_lines`."""
-    for line in samples_lines(doc, seed, order):
-        print(line)
 
 
 # --------------------------------------------------------------------------- what a chapter says of the file

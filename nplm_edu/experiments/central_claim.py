@@ -239,7 +239,8 @@ def run_cell(family: str, n_train: int, test_tokens: int, ctx: Ctx) -> None:
 
 
 def header(quick: bool) -> dict:
-    """What every process filling the results file states the same (settings, design, the grammar's optimum)."""
+    """What every process filling the results file states the same (settings, design, the grammar's optimum;
+    its ``note`` a description, never compared: ``protocol.DESCRIPTIONS``)."""
     sizes, test = (QUICK["sizes"], QUICK["test"]) if quick else (SIZES, TEST_TOKENS)
     return {
         "quick": quick,

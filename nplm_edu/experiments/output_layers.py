@@ -79,8 +79,8 @@ from ..training.checkpoint import TrainingDiverged
 from ..training.trainer import TrainConfig
 from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
                              TimedBackend, build_model, parse_methods, sampled_extra)
-from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_data, mean_std,
-                       is_scored, parse_seeds, run_seeds, scored, write_rows)
+from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_data, header_settings,
+                       mean_std, is_scored, parse_seeds, run_seeds, scored, write_rows)
 from .quality import seeds_time_to_quality
 from .skeleton import read_results, results_file, runs_for
 from .table1 import QUICK_SPLIT, ROWS
@@ -146,7 +146,8 @@ def check_file(out: Path, doc: dict, protocol: Protocol, force: bool) -> None:
         if disk is not None:
             print(f"note: {out} was written before the comparison protocol: it is replaced", flush=True)
         return
-    same = disk["protocol"] == protocol.record() and all(disk.get(k) == v for k, v in doc.items())
+    settings = header_settings(doc)
+    same = disk["protocol"] == protocol.record() and all(disk.get(k) == v for k, v in settings.items())
     if not same and not force:
         raise UserError(f"{out} was made with other settings: `force` starts it again, or another `out`")
 

@@ -17,7 +17,9 @@ stands, and the grid's run of the first seed is the start of that seed's long ru
 chooses its rate (the schedule does not depend on the epoch count). Rows are keyed by method and seed
 (``"full/seed1"``) and merged under the results file's lock, so two processes filling one file (say
 seeds 0 and 1 in one, seed 2 in the other) keep every row; the protocol's settings, the grid's
-validation perplexities and the summaries are written beside them.
+validation perplexities and the summaries are written beside them. A target's header holds settings,
+which every process filling the file must share (a file of other settings is set aside), and
+descriptions (``DESCRIPTIONS``: what each row is), which are merged, never compared.
 
 Compute plan. ``output_layers.json``: 3.9 CPU hours (8.3 with every seed at the 40-epoch cap), planned
 in :mod:`~nplm_edu.experiments.output_layers`. The recurrent table (``recurrent.json``): 11.4 CPU
@@ -294,11 +296,24 @@ def diverged_run(method: Method, lr: float, seed: int, root, error: TrainingDive
 
 
 # --------------------------------------------------------------------------- the results file
+# A header's keys that describe its rows rather than decide their numbers (what each row is, its parameter
+# count, notes for a reader): never compared to tell whether a file's rows are of the same settings, and
+# merged entry by entry with the file's (each process adds the rows it describes; another's are kept).
+DESCRIPTIONS = ("descriptions", "rows", "parameters", "note")
+
+
+def header_settings(doc: dict) -> dict:
+    """A header's settings: what makes two processes' rows comparable (every key but :data:`DESCRIPTIONS`)."""
+    return {k: v for k, v in doc.items() if k not in DESCRIPTIONS}
+
+
 def done_rows(out, target: str, doc: dict, protocol: Protocol) -> dict:
-    """The rows already in the results file ``out`` made under this protocol and ``doc``'s header (a row of
-    older code with the file's provenance: :func:`~.run_record.adopted`)."""
+    """The rows already in the results file ``out`` made under this protocol and the settings of ``doc``'s
+    header (:func:`header_settings`: the descriptions may differ); a row of older code gets the file's
+    provenance (:func:`~.run_record.adopted`)."""
     disk = read_results(out, target)
-    if disk is None or disk.get("protocol") != protocol.record() or any(disk.get(k) != v for k, v in doc.items()):
+    settings = header_settings(doc)
+    if disk is None or disk.get("protocol") != protocol.record() or any(disk.get(k) != v for k, v in settings.items()):
         return {}
     return {r["run"]: adopted(r, disk) for r in disk.get("runs", []) if isinstance(r, dict) and "run" in r}
 
@@ -318,15 +333,18 @@ def with_summaries(doc: dict) -> dict:
 def write_rows(out, target: str, doc: dict, rows: list[dict], protocol: Protocol, started: float,
                finish: Callable | None = None, rebuild: Callable = with_summaries):
     """Merge seed rows into ``out`` under its lock, the protocol's settings written in the file's header
-    and the file rebuilt from every row there (``rebuild``: the grid and summaries, :func:`with_summaries`);
-    ``finish``: a function of that document returning what is written (what a target computes across
-    methods, such as the time to reach a reference's quality: recomputed by whichever process merges
-    last); ``started``: time.monotonic() when the writing target began. Each row keeps the code that
-    trained it; a row of older code read from the file gets the file's (:func:`~.run_record.adopted`)."""
+    (a file of other settings, :func:`header_settings`, is set aside; the descriptions are merged with the
+    file's, :data:`DESCRIPTIONS`) and the file rebuilt from every row there (``rebuild``: the grid and
+    summaries, :func:`with_summaries`); ``finish``: a function of that document returning what is written
+    (what a target computes across methods, such as the time to reach a reference's quality: recomputed
+    by whichever process merges last); ``started``: time.monotonic() when the writing target began. Each
+    row keeps the code that trained it; a row of older code read from the file gets the file's
+    (:func:`~.run_record.adopted`)."""
     header = {**doc, "protocol": protocol.record()}
     then = rebuild if finish is None else (lambda d: finish(rebuild(d)))
     return merge_results(out, target, header, {r["run"]: stamped(r) for r in rows}, started,
-                         same=("protocol", *doc), key="run", then=then, field="runs", kept=adopted)
+                         same=("protocol", *header_settings(doc)), key="run", then=then, field="runs", kept=adopted,
+                         merged=DESCRIPTIONS)
 
 
 # --------------------------------------------------------------------------- what the seeds show

@@ -130,9 +130,13 @@ def parse_models(text: str) -> list[str]:
     return sorted(set(models), key=lambda m: (ORDER + tuple(ROWS)).index(m))
 
 
-def header(corpus, kn: dict, quick: bool) -> dict:
-    """What the results file says once, the same for every process filling it."""
-    counts = parameter_counts(corpus.V, quick, ORDER)  # the default rows (a row asked for by name: in its seeds' rows)
+def header(corpus, kn: dict, quick: bool, names=()) -> dict:
+    """What the results file says once: its settings, the same for every process filling it, and its
+    descriptions (``protocol.DESCRIPTIONS``), merged with those other processes wrote: ``descriptions``,
+    what each row is and its parameter count, for the default rows and ``names`` (the rows this process
+    trains). ``rows`` and ``parameters`` describe the default rows alone, as every version of the target
+    has written them (older code compares them: a process of it would set aside a file where they differ)."""
+    counts = parameter_counts(corpus.V, quick, dict.fromkeys((*ORDER, *names)))  # built, not trained
     return {"corpus": corpus.name, "V": corpus.V, "quick": bool(quick),
             "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")},
             "slice": {"train": COMPARISON_SLICE[0], "valid": COMPARISON_SLICE[1], "test": "whole split"}
@@ -142,11 +146,13 @@ def header(corpus, kn: dict, quick: bool) -> dict:
                                                         "decay_rate", "threads")},
                      **sizes(quick), "clip": STREAM.clip, "window_n": N, "window_batch": "B T windows",
                      "loss": "mean NLL per token, SGD"},
-            "parameters": {**counts, "nplm-dropout/lstm": round(counts["nplm-dropout"] / counts["lstm"], 4)},
+            "parameters": {**{name: counts[name] for name in ORDER},
+                           "nplm-dropout/lstm": round(counts["nplm-dropout"] / counts["lstm"], 4)},
             "kn5": {"valid": r3(ppl(kn["valid"])), "test": r3(ppl(kn["test"])),
                     "what": "our modified Kneser-Ney 5-gram fitted on the same training slice"},
             "samples": {"seeds": list(SAMPLES["seeds"]), "length": SAMPLES["length"],
-                        "prompt": "the first n-1 = 4 words of the validation split"}}
+                        "prompt": "the first n-1 = 4 words of the validation split"},
+            "descriptions": {name: {"what": ROWS[name].what, "parameters": n} for name, n in counts.items()}}
 
 
 def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None = None, out=None,
@@ -163,7 +169,7 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
     runs = runs_for(opts.runs_dir, out)
     with one_blas_thread():
         kn = kn5_log_probs(corpus, runs)
-        doc = header(corpus, kn, opts.quick)
+        doc = header(corpus, kn, opts.quick, names)
         for name in names:
             run_row(name, corpus, kn, protocol, seeds, runs, out, doc, opts, quiet, started)
     print(f"wrote {out}")

@@ -77,7 +77,7 @@ def results_file(out, target: str, quick: bool = False) -> Path:
 
 
 def merge_results(out, target: str, doc: dict, rows: dict, started: float, same=("corpus", "V", "tokens", "quick"),
-                  key: str | None = None, order=None, then=None, field: str = "rows", kept=None) -> dict:
+                  key: str | None = None, order=None, then=None, field: str = "rows", kept=None, merged=()) -> dict:
     """Write ``doc`` to ``out`` with ``rows`` ({name: row}) merged row by row into the rows already there:
     the file is re-read under its lock, so two processes filling one file keep both rows. Rows on disk
     are kept when the file's ``same`` keys equal ``doc``'s; else the file is of other settings: it is
@@ -86,23 +86,39 @@ def merge_results(out, target: str, doc: dict, rows: dict, started: float, same=
     ``order``: the rows' names in the order the file lists them (default: as they come); ``then``: a
     function of the merged document returning what is written (e.g. ratios between rows); ``field``: the
     key of the rows in the file; ``kept``: a function (row, the file's document) -> row applied to each row
-    read from the file (e.g. giving a row of older code the file's provenance before it is replaced)."""
+    read from the file (e.g. giving a row of older code the file's provenance before it is replaced);
+    ``merged``: keys of ``doc`` that describe rather than decide (never in ``same``), each merged entry by
+    entry with the file's when its rows are kept (:func:`merge_descriptions`)."""
     out = Path(out)
     with one_writer(out, wait=MERGE_WAIT):
         disk = read_results(out, target)
-        merged = {}
+        kept_rows, kept_doc = {}, {}
         changed = [k for k in same if disk is not None and disk.get(k) != doc.get(k)]
         if disk is not None and not changed:
-            merged = rows_on_disk(disk, field, key, kept)
+            kept_rows, kept_doc = rows_on_disk(disk, field, key, kept), disk
         elif disk is not None:
             print(f"{out} holds rows of other settings ({', '.join(changed)}): moved to {set_aside(out)}")
-        merged.update(rows)
-        names = [n for n in (order or []) if n in merged] + [n for n in merged if n not in (order or [])]
-        listed = {n: merged[n] for n in names}
-        final = {**{k: v for k, v in doc.items() if k != field}, "target": target,
+        kept_rows.update(rows)
+        names = [n for n in (order or []) if n in kept_rows] + [n for n in kept_rows if n not in (order or [])]
+        listed = {n: kept_rows[n] for n in names}
+        final = {**merge_descriptions(doc, kept_doc, merged, field), "target": target,
                  field: listed if key is None else list(listed.values())}  # rows last: easier to read
         final = then(final) if then else final
         return write_results(out, final, started)
+
+
+def merge_descriptions(doc: dict, disk: dict, keys, field: str = "rows") -> dict:
+    """``doc`` (without its rows' ``field``) with each of ``keys`` that is a dict in both merged entry by
+    entry with ``disk``'s (the file's entries kept, ``doc``'s winning for its own): what other processes
+    described stays described. A key ``doc`` lacks is taken from ``disk``."""
+    out = {k: v for k, v in doc.items() if k != field}
+    for k in keys:
+        mine, theirs = doc.get(k), disk.get(k)
+        if isinstance(mine, dict) and isinstance(theirs, dict):
+            out[k] = {**theirs, **mine}
+        elif mine is None and theirs is not None:
+            out[k] = theirs
+    return out
 
 
 def set_aside(path: Path) -> Path:
