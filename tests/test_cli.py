@@ -511,11 +511,14 @@ SYN = ["--corpus", "synthetic", "--synthetic-tokens", "6000"]
 
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
-    """A tiny NPLM, the NPLM with three cheap output layers and a tiny Elman network, trained on a small
-    synthetic corpus (seconds)."""
+    """A tiny NPLM, the NPLM with three cheap output layers, a tiny Elman network and a tiny Transformer
+    (trained as ``reproduce recurrent`` trains one: on blocks), on a small synthetic corpus (seconds)."""
     from nplm_edu.cli import main
     from nplm_edu.models.rnn import RecurrentConfig
+    from nplm_edu.models.transformer import TransformerConfig
     from nplm_edu.numerics.recurrent import recurrent_model
+    from nplm_edu.numerics.transformer import FastTransformer
+    from nplm_edu.training.blocks import BlockBackend
     from nplm_edu.training.stream import StreamBackend, StreamConfig
     from nplm_edu.training.trainer import TrainConfig, train
 
@@ -532,6 +535,9 @@ def tiny_runs(tmp_path_factory):
     cfg = TrainConfig(epochs=1, batch=4, lr=1.0, seed=0)
     model = recurrent_model(RecurrentConfig(V=corpus.V, cell="rnn", m=8, h=12, seed=1))
     train(model, corpus, cfg, out_dir=root / "rnn", quiet=True, backend=StreamBackend(model, cfg, StreamConfig(T=9)))
+    model = FastTransformer(TransformerConfig(V=corpus.V, n_ctx=6, m=8, heads=2, layers=1, d_ff=16, seed=1))
+    cfg = TrainConfig(epochs=1, batch=8, lr=3e-3, optimizer="adam", tie=True, max_updates=30, seed=0)
+    train(model, corpus, cfg, out_dir=root / "transformer", quiet=True, backend=BlockBackend(model, cfg, clip=1.0))
     return root
 
 
@@ -544,15 +550,36 @@ def _sample(capsys, *args):
 
 
 @pytest.mark.parametrize("which", ["nplm", "nplm/checkpoint.npz", "ol/class-frequency", "ol/tree-huffman", "ol/nce",
-                                   "rnn", "kn3", "interp"])
+                                   "rnn", "transformer", "kn3", "interp"])
 def test_sample_is_fixed_by_its_seed(tiny_runs, capsys, which):
-    model = str(tiny_runs / which) if "/" in which or which in ("nplm", "rnn") else which
+    model = str(tiny_runs / which) if "/" in which or which in ("nplm", "rnn", "transformer") else which
     runs = [_sample(capsys, model, *SYN, "--words", "25", "--seed", str(s), "--prompt", "the", "--quiet")
             for s in (3, 3, 4)]
     assert all(status == 0 and err == "" for status, _, err in runs), runs
     texts = [out.split() for _, out, _ in runs]
     assert texts[0] == texts[1] != texts[2]  # the same seed, the same words; another seed, others
     assert texts[0][0] == "the" and len(texts[0]) == 26  # the prompt, then --words words
+    assert set(texts[0] + texts[2]) <= set(load_corpus("synthetic", synthetic_tokens=6000).vocab.words)
+
+
+def test_a_transformer_samples_past_its_window(tiny_runs, capsys):
+    """A prompt longer than the Transformer's n_ctx = 6 words, and samples longer than its window:
+    the window slides; the latest parameters are another network, so other text."""
+    prompt = "the cat saw the dog and the cat"
+    runs = [_sample(capsys, str(tiny_runs / "transformer"), *SYN, "--words", "20", "--prompt", prompt, "--quiet",
+                    *latest) for latest in ([], ["--latest"])]
+    assert all(status == 0 and err == "" for status, _, err in runs), runs
+    assert [len(out.split()) for _, out, _ in runs] == [28, 28]
+
+
+def test_load_network_refuses_a_transformer_in_one_line(tiny_runs):
+    from nplm_edu.analysis.sampling import load_network
+    from nplm_edu.errors import UserError
+
+    for tokens in (6000, 7000):  # its own data or another split: not an NPLM either way
+        with pytest.raises(UserError, match="holds a transformer model, not an NPLM") as e:
+            load_network([tiny_runs / "transformer" / "checkpoint.npz"], load_corpus("synthetic", synthetic_tokens=tokens))
+        assert "\n" not in str(e.value)
 
 
 def test_sample_temperature(tiny_runs, capsys):
@@ -587,9 +614,16 @@ def test_sample_temperature(tiny_runs, capsys):
     (["{runs}/nplm", *SYN[:2], "--synthetic-tokens", "7000"], "was trained on other data than synthetic as split here"),
     (["{runs}/nplm", *SYN, "--train-size", "0.7"], "was trained on other data than synthetic as split here"),
     (["{runs}/rnn", *SYN[:2], "--synthetic-tokens", "7000"], "was trained on other data"),
+    (["{runs}/transformer", *SYN[:2], "--synthetic-tokens", "7000"], "was trained on other data than synthetic"),
+    (["{runs}/transformer", *SYN, "--train-size", "0.7"], "was trained on other data than synthetic as split here"),
+    (["{tmp}/mystery.npz"], "holds a mystery model, which sample cannot read"),
 ])
 def test_sample_refuses_bad_input_in_one_line(tiny_runs, tmp_path, capsys, args, says):
+    from nplm_edu.training.checkpoint import load_checkpoint, save_checkpoint
+
     (tmp_path / "not.npz").write_text("hello")
+    meta, params, best, extra = load_checkpoint(tiny_runs / "transformer" / "checkpoint.npz")
+    save_checkpoint(tmp_path / "mystery.npz", params, {**meta, "kind": "mystery"}, best, extra)
     args = [a.format(tmp=tmp_path, runs=tiny_runs) for a in args]
     status, out, err = _sample(capsys, *args, *([] if "--synthetic-tokens" in args else SYN), "--quiet")
     assert status == 2 and out == "" and len(err.strip().splitlines()) == 1, (status, out, err)

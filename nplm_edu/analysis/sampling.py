@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import UserError
 from ..models.output import softmax
 from ..models.rnn import ALL_CELLS
+from ..models.transformer import Transformer
 
 
 def reshape(p: np.ndarray, temperature: float, ban=()) -> np.ndarray:
@@ -133,14 +134,14 @@ def seeded_samples(model, corpus, seeds=SAMPLES["seeds"], length: int = SAMPLES[
 
 def trained_on(meta: dict, corpus) -> bool:
     """Whether a checkpoint's network (its ``meta``) was trained on ``corpus``'s training and
-    validation data: the same vocabulary and the same tokens (a window model of any order n, or
-    a recurrent one)."""
+    validation data: the same vocabulary and the same tokens (a window model of any order n, a
+    recurrent one or a Transformer)."""
     from ..training.checkpoint import corpus_fingerprints, data_fingerprints
     from ..training.stream import split_stream
 
     if meta["model"].get("V") != corpus.V:
         return False
-    if meta["kind"] in ALL_CELLS:  # trained on the stream: every token of training, then of validation
+    if meta["kind"] in (*ALL_CELLS, Transformer.kind):  # the stream: every token of training, then of validation
         valid = split_stream(corpus, "valid")[1] if len(corpus.valid) else None
         return meta.get("data") in data_fingerprints(corpus.V, corpus.train, valid, words=corpus.vocab.words)
     n = meta["model"].get("n", 0)

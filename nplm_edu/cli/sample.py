@@ -5,8 +5,8 @@
     python -m nplm_edu sample kn5 --prompt "It was" --samples 3 --temperature 0.8    # an n-gram
 
 A checkpoint (or the run folder holding ``checkpoint.npz``) of the NPLM, of the NPLM with a cheap
-output layer (``reproduce output-layers``, with the ``run_config.json`` beside it) or of a
-recurrent network; or an n-gram by name (``kn5``, ``kn3``, ``mle3``, ``interp``: the deleted-
+output layer (``reproduce output-layers``, with the ``run_config.json`` beside it), of a
+recurrent network or of a Transformer (``reproduce recurrent``); or an n-gram by name (``kn5``, ``kn3``, ``mle3``, ``interp``: the deleted-
 interpolation trigram), fitted on the training split first. The corpus options name the data the
 network was trained on (its vocabulary reads and writes the words; another split is refused).
 """
@@ -23,8 +23,9 @@ import numpy as np
 
 from ..analysis.sampling import check_trained_on, sample
 from ..data.vocab import PARAGRAPH, UNK
+from ..errors import UserError, a_model
 from ..models.rnn import ALL_CELLS
-from ..errors import UserError
+from ..models.transformer import Transformer
 from .corpus import add_corpus_args, corpus_from_args
 
 NGRAM = re.compile(r"^(mle|kn|interp)([2-5]?)$")
@@ -81,6 +82,7 @@ def _output_layer_network(path: Path, meta: dict, corpus):
 def load_model(spec: str, corpus, latest: bool = False, quiet: bool = False):
     """The model ``spec`` names (see the module docstring), ready to sample from ``corpus``'s vocabulary."""
     from ..training.checkpoint import load_checkpoint, model_from_checkpoint, set_params
+    from ..training.blocks import transformer_from_checkpoint
     from ..training.stream import recurrent_from_checkpoint
 
     path = _checkpoint_path(spec)
@@ -93,14 +95,19 @@ def load_model(spec: str, corpus, latest: bool = False, quiet: bool = False):
             return model.fit(corpus.train, valid=corpus.windows("valid", 3))
         return model.fit(corpus.train, progress=not quiet)
     meta, params, best, _ = load_checkpoint(path)
-    if meta["kind"] == "energy":
+    kind = meta["kind"]
+    if kind == "energy":
         raise UserError(f"{path} holds the energy-minimization network, which has no next-word distribution "
                         "cheap enough to sample from")
+    if kind not in ("nplm", *ALL_CELLS, Transformer.kind) and not kind.startswith("nplm-"):
+        raise UserError(f"{path} holds {a_model(kind)} model, which sample cannot read")
     check_trained_on(path, meta, corpus)
-    if meta["kind"] == "nplm":
+    if kind == "nplm":
         return model_from_checkpoint(path, best=not latest)
-    if meta["kind"] in ALL_CELLS:
+    if kind in ALL_CELLS:
         return recurrent_from_checkpoint(path, best=not latest)
+    if kind == Transformer.kind:  # read as the recurrent models are: it keeps the last n_ctx words read
+        return transformer_from_checkpoint(path, best=not latest).window_model()
     model = _output_layer_network(path, meta, corpus)
     set_params(model, best if best is not None and not latest else params)
     return model
@@ -108,7 +115,7 @@ def load_model(spec: str, corpus, latest: bool = False, quiet: bool = False):
 
 def context_ids(model, vocab, prompt: str) -> np.ndarray:
     """The prompt's ids, after paragraph marks that fill the window a model of order n reads (a
-    recurrent model reads one mark and the prompt): the text starts a paragraph."""
+    recurrent model or a Transformer reads one mark and the prompt): the text starts a paragraph."""
     words = prompt.split()
     need = 1 if hasattr(model, "initial_state") else model.order - 1
     pad = PARAGRAPH if PARAGRAPH in vocab.index else UNK

@@ -31,9 +31,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..data.corpus import Corpus
 from ..errors import UserError
+from ..models.transformer import Transformer, TransformerConfig
 from ..numerics.threads import set_threads
+from ..numerics.transformer import FastTransformer
 from .backends import Backend
-from .checkpoint import TrainState
+from .checkpoint import TrainState, build_from_meta, network_from_checkpoint
 from .clip import check_clip, clip_grad_norm
 from .optim import Adam, sgd_step
 
@@ -149,3 +151,13 @@ def _windows(ids: np.ndarray, T: int):
     """(contexts (N, T), targets (N,)): each word of ``ids`` after the first T, with the T words before it."""
     win = sliding_window_view(ids, T + 1)
     return win[:, :-1], win[:, -1]
+
+
+def transformer_from_checkpoint(path, best: bool = True):
+    """The fast Transformer of a checkpoint, with its best parameters (lowest validation perplexity)
+    when stored and ``best``, else the latest; one clear error for another kind of model. Its
+    :meth:`~nplm_edu.models.transformer.Transformer.window_model` scores and samples it."""
+    def build(meta):
+        return build_from_meta(path, lambda config: FastTransformer(TransformerConfig(**config)), meta["model"])
+
+    return network_from_checkpoint(path, (Transformer.kind,), "a Transformer", build, best)

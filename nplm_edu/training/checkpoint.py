@@ -321,20 +321,31 @@ def build_from_meta(path, build, config: dict):
         raise UserError(f"{path} has an unreadable model configuration ({e})") from None
 
 
+def network_from_checkpoint(path, kinds, what: str, build, best: bool = True):
+    """The network a checkpoint holds, when its kind is one of ``kinds`` (``what`` names them for the
+    one-line error on another kind): ``build(meta)`` rebuilds it from the checkpoint's description,
+    then it takes the best parameters (lowest validation perplexity) when stored and ``best``, else the latest."""
+    meta, params, best_params, _ = load_checkpoint(path)
+    if meta["kind"] not in kinds:
+        raise UserError(f"{path} holds {a_model(meta['kind'])} model, not {what}")
+    model = build(meta)
+    set_params(model, best_params if best and best_params is not None else params)
+    return model
+
+
 def model_from_checkpoint(path, best: bool = True):
     """A fast NPLM (:class:`~nplm_edu.numerics.fused.FusedNPLM`) with the configuration and parameters of a
     checkpoint: the best ones (lowest validation perplexity) when stored and ``best``, else the latest."""
     from ..models.nplm import NPLMConfig
     from ..numerics.fused import FusedNPLM
 
-    meta, params, best_params, _ = load_checkpoint(path)
-    if meta["kind"] != "nplm":
-        raise UserError(f"{path} holds {a_model(meta['kind'])} model, not an NPLM")
-    model = build_from_meta(path, lambda config: FusedNPLM(NPLMConfig(**config)), meta["model"])
-    tie = meta["train"].get("tie", False)
-    if not isinstance(tie, bool):
-        raise UserError(f"{path} is not a readable nplm-edu checkpoint (training field 'tie' is {tie!r}, not bool)")
-    if tie:
-        model.tie()
-    set_params(model, best_params if best and best_params is not None else params)
-    return model
+    def build(meta):
+        tie = meta["train"].get("tie", False)
+        if not isinstance(tie, bool):
+            raise UserError(f"{path} is not a readable nplm-edu checkpoint (training field 'tie' is {tie!r}, not bool)")
+        model = build_from_meta(path, lambda config: FusedNPLM(NPLMConfig(**config)), meta["model"])
+        if tie:
+            model.tie()
+        return model
+
+    return network_from_checkpoint(path, ("nplm",), "an NPLM", build, best)

@@ -28,12 +28,12 @@ import numpy as np
 
 from ..data.corpus import Corpus
 from ..data.vocab import PARAGRAPH
-from ..errors import UserError, a_model
+from ..errors import UserError
 from ..models.rnn import ALL_CELLS, RecurrentConfig
 from ..numerics.recurrent import recurrent_model
 from ..numerics.threads import set_threads
 from .backends import Backend
-from .checkpoint import TrainState, build_from_meta, load_checkpoint, set_params
+from .checkpoint import TrainState, build_from_meta, network_from_checkpoint
 from .clip import check_clip, clip_grad_norm
 from .optim import dropout_mask, sgd_step
 
@@ -211,10 +211,7 @@ class StreamBackend(Backend):
 def recurrent_from_checkpoint(path, best: bool = True):
     """The fast recurrent model of a checkpoint, with its best parameters (lowest validation
     perplexity) when stored and ``best``, else the latest; one clear error for another kind of model."""
-    meta, params, best_params, _ = load_checkpoint(path)
-    if meta["kind"] not in ALL_CELLS:
-        raise UserError(f"{path} holds {a_model(meta['kind'])} model, not a recurrent one (RNN, LSTM or GRU)")
-    model = build_from_meta(path, lambda config: recurrent_model(RecurrentConfig(**config)), meta["model"])
-    set_params(model, best_params if best and best_params is not None else params)
-    return model
+    def build(meta):
+        return build_from_meta(path, lambda config: recurrent_model(RecurrentConfig(**config)), meta["model"])
 
+    return network_from_checkpoint(path, ALL_CELLS, "a recurrent one (RNN, LSTM or GRU)", build, best)
