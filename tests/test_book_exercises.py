@@ -5,7 +5,9 @@ reader opens it); an implement-or-extend exercise's solution is followed by a co
 ``hide-cell`` that does the work. That cell is stored executed, without an error, and nbval holds
 its outputs equal to a fresh run (``make test``), so every solution shown is one that runs and
 gives what it prints. This file checks the structure: each chapter (its page and the pages of its
-sections, as _toc.yml lists them) has at least one such solution, and no solution shows without a toggle.
+sections, as _toc.yml lists them) has at least one such solution (chapters 10 and 11: at least five
+exercises, three of them implement-and-check, solved by a hidden code cell that asserts its result;
+``MANY``), and no solution shows without a toggle.
 """
 
 import json
@@ -82,14 +84,65 @@ def test_the_checks_can_fail(tmp_path):
         test_every_chapter_has_a_solution_that_runs("99_x", [path])
 
 
-# pages that ask for more than one thing built: (exercises at least, of which solved by a hidden code cell)
-MANY = {"11_recurrent": (5, 3), "10_1_bands": (2, 2)}
+# what a chapter (its pages together) asks its reader to build, by chapter number: at least so many
+# (exercises, solved by a hidden code cell, implement-and-check: solved by a hidden code cell that
+# asserts its result); any other chapter at least one exercise solved in code (implement or extend)
+MANY = {"10": (5, 3, 3), "11": (5, 3, 3)}
+OTHERWISE = (1, 1, 0)
+CHECKS = re.compile(r"^\s*assert\b|np\.testing\.assert", re.MULTILINE)
 
 
-@pytest.mark.parametrize("page", MANY)
-def test_pages_asking_for_several_builds(page):
-    path = ROOT / "book" / f"{page}.ipynb"
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    exercises, solved = len(re.findall(r"`{3,}\{exercise\}", text)), len(solved_in_code(path))
-    assert exercises >= MANY[page][0] and solved >= MANY[page][1], f"{page}: {exercises} exercises, {solved} solved in code"
+def counts(pages: list[Path]) -> dict[str, tuple[int, int, int]]:
+    """Each page's (exercises, exercises solved by a hidden code cell, those whose cell asserts its result)."""
+    out = {}
+    for path in pages:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        solved = solved_in_code(path)
+        checked = [i for i in solved if CHECKS.search("".join(cells[i]["source"]))]
+        out[path.stem] = (len(re.findall(r"`{3,}\{exercise\}", text)), len(solved), len(checked))
+    return out
+
+
+def test_the_chapters_asked_for_many_exist():
+    assert set(MANY) <= {chapter[:2] for chapter in CHAPTERS}, (sorted(MANY), sorted(CHAPTERS))
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=list(CHAPTERS))
+def test_every_chapter_asks_for_enough_builds(chapter, pages=None):
+    per_page = counts(pages or CHAPTERS[chapter])
+    have = tuple(sum(c[i] for c in per_page.values()) for i in range(3))
+    need = MANY.get(chapter[:2], OTHERWISE)
+    assert all(h >= n for h, n in zip(have, need)), (
+        f"chapter {chapter[:2]} has {have[0]} exercises, {have[1]} of them solved by a hidden code cell, {have[2]} "
+        f"of those checked by an assert (per page: {per_page}); it needs at least {need[0]}, {need[1]} and {need[2]}")
+
+
+def test_the_counts_can_fail(tmp_path):
+    """A fake chapter 10 of two pages: four exercises fail, five with two solved in code fail, five with
+    three solved but two checked fail, five with three checked pass; a fake chapter 99 passes with one
+    exercise solved in code (no assert needed) and fails with it explained only."""
+    def page(name: str, checked: int, explained: int, solved: int = 0) -> Path:
+        cells = []
+        for k in range(checked + solved + explained):
+            cells.append({"cell_type": "markdown", "metadata": {}, "source": [f"```{{exercise}}\n:label: {name}-{k}\nDo it.\n```\n"]})
+            cells.append({"cell_type": "markdown", "metadata": {}, "source": [f"```{{solution}} {name}-{k}\n:class: dropdown\nDone.\n```\n"]})
+            if k < checked + solved:
+                cells.append({"cell_type": "code", "metadata": {"tags": ["hide-cell"]}, "execution_count": 1, "outputs": [],
+                              "source": ["x = 1 + 1\n", "assert x == 2" if k < checked else "print(x)"]})
+        path = tmp_path / f"{name}.ipynb"
+        path.write_text(json.dumps({"cells": cells}))
+        return path
+
+    def fails(says: str, chapter: str, *pages):
+        with pytest.raises(AssertionError, match=says):
+            test_every_chapter_asks_for_enough_builds(chapter, list(pages))
+
+    fails("chapter 10 has 4 exercises, 3 of them solved .* needs at least 5, 3 and 3", "10_x", page("10_x", 2, 1),
+          page("10_1_y", 1, 0))
+    fails("chapter 10 has 5 exercises, 2 of them solved", "10_x", page("10_x", 1, 2), page("10_1_y", 1, 1))
+    fails("chapter 10 has 5 exercises, 3 of them solved by a hidden code cell, 2 of those checked", "10_x",
+          page("10_x", 1, 2, solved=1), page("10_1_y", 1, 0))
+    test_every_chapter_asks_for_enough_builds("10_x", [page("10_x", 2, 2), page("10_1_y", 1, 0)])
+    test_every_chapter_asks_for_enough_builds("99_x", [page("99_x", 0, 0, solved=1)])
+    fails("chapter 99 has 1 exercises, 0 of them solved", "99_x", page("99_x", 0, 1))
