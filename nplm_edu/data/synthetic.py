@@ -1,4 +1,5 @@
-"""A small probabilistic grammar with known word classes, for quick runs, tests and pictures.
+"""A small probabilistic grammar: a corpus a network learns in seconds, whose word classes and exact
+next-word probabilities are known, for first experiments and pictures.
 
 Section 1.1 of the paper argues from sentences like "The cat is walking in the bedroom" and "A dog
 was running in a room": words that play the same role (cat/dog, the/a, room/bedroom, is/was)

@@ -32,7 +32,7 @@ def rounded_history(epochs: list[dict], digits: int = 4) -> list[dict]:
 # --------------------------------------------------------------------------- what a results file is
 def results_kind(doc) -> str | None:
     """Which target wrote a results document: its ``target`` key, or for files written before that key,
-    their shape; None for a document no target of ours wrote."""
+    their shape; None for a document no ``reproduce`` target wrote."""
     if not isinstance(doc, dict):
         return None
     if isinstance(doc.get("target"), str):

@@ -16,7 +16,8 @@ and of the output weights) are a state array of the parameters, ``params["lazy_s
 checkpoint saves the stored matrices and their scales as they are and a resumed run continues bit
 for bit; :meth:`SparseNPLM.fold` brings the matrices to their true values (s = 1), which every
 forward pass (evaluation, the reference gradient) does first. The numbers are those of
-:func:`nplm_edu.training.optim.sgd_step` on the reference gradient, up to rounding (tested).
+:func:`nplm_edu.training.optim.sgd_step` on the reference gradient, up to rounding (in float64,
+within 1e-13 of them after six updates of a small network).
 """
 
 from __future__ import annotations
