@@ -1,7 +1,6 @@
 """nplm_edu.numerics.threads: the output-block algorithm on the threads of one process, tested equal
 (float64, to 1e-12) to one thread for the fused NPLM's update and probabilities and for the fast
-recurrent networks' full softmax, their streams split among threads and their products by columns
-(or, on two threads, the backward recurrence beside the products that add up its chunks),
+recurrent networks' full softmax, their streams split among threads and their products by columns,
 and the clipping and SGD step of a large parameter; the same thread count gives the same numbers."""
 
 import threading
@@ -12,7 +11,7 @@ import pytest
 
 from nplm_edu.models.nplm import NPLMConfig
 from nplm_edu.models.rnn import RecurrentConfig
-from nplm_edu.numerics import blas, pipeline, recurrent, threads
+from nplm_edu.numerics import blas, recurrent, threads
 from nplm_edu.numerics.fused import FusedNPLM
 from nplm_edu.numerics.recurrent import _Fast, recurrent_model
 from nplm_edu.training.backends import SerialBackend
@@ -211,25 +210,10 @@ def test_a_product_split_by_columns_equals_one_product():
             assert np.isnan(big[:, :4]).all() and np.isnan(big[:, 17:]).all()
 
 
-def _recurrent_grads(cell: str, n: int, T: int, seed: int, B: int = 3, h: int = 6, m: int = 4):
-    """(loss, gradients, state after) of a float64 network of ``cell`` on n threads, from a carried
-    state, with resets and dropout (the data drawn from ``seed``)."""
-    rng = np.random.default_rng(seed)
-    X, Y = rng.integers(0, 50, (B, T)), rng.integers(0, 50, (B, T))
-    kw = {"state": tuple(rng.normal(size=(B, h)) for _ in range(2 if cell == "lstm" else 1)),
-          "resets": rng.random((B, T)) < 0.2, "mask_x": (rng.random((T, B, m)) > 0.3) / 0.7,
-          "mask_a": (rng.random((T, B, h)) > 0.3) / 0.7}
-    threads.set_threads(n)
-    model = recurrent_model(RecurrentConfig(V=50, m=m, h=h, cell=cell, seed=0, dtype="float64"))
-    model.params["Wh"] *= 3  # the recurrent paths matter
-    loss, grads, state = model.loss_and_grads(X, Y, **kw)
-    return loss, {k: g.copy() for k, g in grads.items()}, [s.copy() for s in state]
-
-
 @pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
 def test_recurrent_streams_and_products_split_equal_one_thread(cell, monkeypatch):
     """Only the recurrence split (the output layer on one thread): the streams among the threads
-    through all T steps (on two threads, forward only), the products over all positions by columns. Loss, every gradient and the
+    through all T steps, the products over all positions by columns. Loss, every gradient and the
     state from a carried state with resets and dropout, on 2 and 3 threads as on one."""
     monkeypatch.setattr(_Fast, "MIN_STEP_WORK", 0)
     monkeypatch.setattr(_Fast, "MIN_BLOCK_WORK", 1 << 60)
@@ -237,7 +221,19 @@ def test_recurrent_streams_and_products_split_equal_one_thread(cell, monkeypatch
     real, real_blocks = threads.matmul_columns, threads.run_blocks
     monkeypatch.setattr(recurrent, "matmul_columns", lambda *a: calls.append(a[3]) or real(*a))
     monkeypatch.setattr(recurrent, "run_blocks", lambda fn, n: streams.append(n) or real_blocks(fn, n))
-    got = {n: _recurrent_grads(cell, n, T=5, seed=4) for n in (1, 2, 3)}
+    rng = np.random.default_rng(4)
+    B, T, h, m = 3, 5, 6, 4
+    X, Y = rng.integers(0, 50, (B, T)), rng.integers(0, 50, (B, T))
+    kw = {"state": tuple(rng.normal(size=(B, h)) for _ in range(2 if cell == "lstm" else 1)),
+          "resets": rng.random((B, T)) < 0.2, "mask_x": (rng.random((T, B, m)) > 0.3) / 0.7,
+          "mask_a": (rng.random((T, B, h)) > 0.3) / 0.7}
+    got = {}
+    for n in (1, 2, 3):
+        threads.set_threads(n)
+        model = recurrent_model(RecurrentConfig(V=50, m=m, h=h, cell=cell, seed=0, dtype="float64"))
+        model.params["Wh"] *= 3  # the recurrent paths matter
+        loss, grads, state = model.loss_and_grads(X, Y, **kw)
+        got[n] = loss, {k: g.copy() for k, g in grads.items()}, [s.copy() for s in state]
     assert set(calls) == {2, 3} and set(streams) == {2, 3}  # products and streams split, on 2 and 3 threads
     for n in (2, 3):
         assert abs(got[n][0] - got[1][0]) <= 1e-12 * got[1][0]
@@ -245,26 +241,6 @@ def test_recurrent_streams_and_products_split_equal_one_thread(cell, monkeypatch
             np.testing.assert_allclose(got[n][1][k], got[1][1][k], rtol=1e-12, atol=1e-15, err_msg=k)
         for s, s1 in zip(got[n][2], got[1][2]):
             np.testing.assert_allclose(s, s1, rtol=1e-12, atol=1e-15)
-
-
-@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
-def test_recurrent_backward_overlapped_on_two_threads(cell, monkeypatch):
-    """On two threads the backward recurrence runs over all streams on one thread while the other adds
-    up the weights' gradients chunk by chunk (numerics.pipeline): loss, every gradient and the state
-    from a carried state with resets and dropout equal to one thread's, and the same bits on a rerun."""
-    monkeypatch.setattr(_Fast, "MIN_STEP_WORK", 0)
-    monkeypatch.setattr(_Fast, "MIN_BLOCK_WORK", 1 << 60)
-    monkeypatch.setattr(_Fast, "PIPE_STEPS", 2)  # chunks of steps (5, 7), (3, 5), (1, 3), (0, 1)
-    chunks, real = [], pipeline.overlapped
-    monkeypatch.setattr(pipeline, "overlapped", lambda *a: chunks.append(a[3]) or real(*a))
-    one, two, again = (_recurrent_grads(cell, n, T=7, seed=5) for n in (1, 2, 2))
-    assert chunks == [[(5, 7), (3, 5), (1, 3), (0, 1)]] * 2  # on two threads only
-    assert abs(two[0] - one[0]) <= 1e-12 * one[0]
-    for k in one[1]:
-        np.testing.assert_allclose(two[1][k], one[1][k], rtol=1e-12, atol=1e-15, err_msg=k)
-        assert np.array_equal(again[1][k], two[1][k]), k  # the same thread count: the same bits
-    for s, s1 in zip(two[2], one[2]):
-        np.testing.assert_allclose(s, s1, rtol=1e-12, atol=1e-15)
 
 
 def test_float32_update_on_two_threads_stays_close_to_one_thread():

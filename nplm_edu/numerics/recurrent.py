@@ -21,9 +21,7 @@ What changes against the reference:
 - on several threads, the B streams of a batch (independent recurrences) are split among them,
   each running its block of streams through all T steps, forward and back, with no meeting between
   steps; the products over all T B positions (x_t Wx^T, dL/dWx, dL/dWh, dL/dx) are split by columns;
-  on two threads, the backward recurrence runs over all B streams on one thread while the other adds
-  up dL/dWx, dL/dWh and dL/dd chunk by chunk (:mod:`~nplm_edu.numerics.pipeline`); each thread runs
-  single-threaded BLAS;
+  each thread runs single-threaded BLAS;
 - the gradient of C is a segment sum (:func:`~nplm_edu.numerics.blas.segment_sum`), not ``np.add.at``.
 
 The gradients returned live in buffers that the next call overwrites: use them before calling again.
@@ -42,7 +40,6 @@ from ..models.rnn import ElmanRNN, RecurrentConfig, check_batch
 from .blas import segment_sum
 from .full_output import FastOutput
 from .head import nll, softmax_nll
-from .pipeline import overlapped_backward
 from .threads import block_range, matmul_columns, one_blas_thread, run_blocks, threads
 
 
@@ -59,7 +56,6 @@ class _Fast(FastOutput):
     layer's fast path is :class:`~nplm_edu.numerics.full_output.FastOutput`'s)."""
 
     sparse_grads = True  # loss_and_sparse_grads: dL/dC of the batch's rows only
-    PIPE_STEPS = 5  # time steps per chunk of the backward pass on two threads (pipeline.overlapped_backward)
     MIN_STEP_WORK = 1 << 22  # multiply-adds (of a step's recurrent product, or of a product) from which threads split it
 
     def forward(self, X, state=None, mask_x=None, mask_a=None, resets=None) -> dict:
@@ -130,28 +126,16 @@ class _Fast(FastOutput):
         (grads, the state after the batch, the word ids of grads["C"]'s rows)."""
         P, X = self.params, cache["X"]
         (B, T), mask_x = X.shape, cache["mask_x"]
-        g = grads  # the output layer's gradients, and those of Wx, Wh, d into their buffers
-        g.update({k: self._buffer("g" + k, P[k].shape) for k in ("Wx", "Wh", "d")})
-        gx = self._buffer("gx", (T * B, self.config.m))  # (T B, m)
-        if self._split(B) == 2:
-            overlapped_backward(self, cache, ga, g, gx)  # the recurrence on one thread, the products on the other
-        else:
-            gz, per_step, per_row = self._backrecur_parts(cache, ga)  # dL/dz_t for every t  (T, B, G h)
-            self._streams(self._backrecur_streams, cache["resets"], per_step, per_row)
-            gz2, x2 = gz.reshape(T * B, -1), cache["x"].reshape(T * B, -1)
-            self._mm(gz2.T, x2, g["Wx"])  # one product over all t
-            for o, k, a in self._Wh_inputs(cache):  # dL/dWh (G h, h), one product over all t
-                self._mm(gz2[:, k].T, a, g["Wh"][o])
-            np.sum(gz2, axis=0, out=g["d"])
-            self._mm(gz2, P["Wx"], gx)
+        gz = self._backrecur(cache, ga)  # dL/dz_t for every t  (T, B, G h)
+        gz2, x2 = gz.reshape(T * B, -1), cache["x"].reshape(T * B, -1)
+        grads["Wx"] = self._mm(gz2.T, x2, self._buffer("gWx", P["Wx"].shape))  # one product over all t
+        grads["Wh"] = self._grad_Wh(gz2, cache, self._buffer("gWh", P["Wh"].shape))
+        grads["d"] = np.sum(gz2, axis=0, out=self._buffer("gd", P["d"].shape))
+        gx = self._mm(gz2, P["Wx"], self._buffer("gx", x2.shape))  # (T B, m)
         if mask_x is not None:
             gx *= mask_x.reshape(T * B, -1)  # backward through dropout on x
         words, grads["C"] = segment_sum(X.T.ravel(), gx)  # each word's rows of dL/dx added up
         return {k: grads[k] for k in P}, cache["state"], words
-
-    def _Wh_inputs(self, cache) -> list:
-        """dL/dWh = sum_t dL/dz_t^T a_t: [(Wh's rows, dL/dz's columns, a (T B, h))], h_{t-1} for every gate."""
-        return [(slice(None), slice(None), cache["prev"].reshape(-1, self.config.h))]
 
     def _mm(self, a, b, out):
         """out = a @ b, a product over all T B positions; on several threads its columns are split
@@ -165,11 +149,12 @@ class _Fast(FastOutput):
         """``loop(resets, **arrays)`` over the batch's B streams: ``per_step`` arrays (T or T + 1, B, ...),
         ``per_row`` arrays (B, ...). Each stream's recurrence is independent of the others', so on
         several threads each runs a block of the streams (rows) through all T steps, its own products
-        on single-threaded BLAS, meeting the others only at the end; one call below MIN_STEP_WORK
-        (:meth:`_split`; on one BLAS thread: BLAS's threads, woken for products that small, would
-        cost more than they save and keep polling for work after)."""
-        n = self._split(B := next(iter(per_row.values())).shape[0])  # B streams
-        if n == 1:
+        on single-threaded BLAS, meeting the others only at the end; one call when a step's product,
+        B (G h) h multiply-adds, is below MIN_STEP_WORK (on one BLAS thread: BLAS's threads, woken
+        for products that small, would cost more than they save and keep polling for work after)."""
+        B = next(iter(per_row.values())).shape[0]
+        n = min(threads(), B)
+        if n <= 1 or B * self.params["Wh"].size < self.MIN_STEP_WORK:
             with one_blas_thread():
                 loop(resets, **per_step, **per_row)
             return
@@ -181,10 +166,9 @@ class _Fast(FastOutput):
 
         run_blocks(block, n)
 
-    def _split(self, B: int) -> int:
-        """Threads the B streams are split among: 1 when a step's product (B (G h) h) is below MIN_STEP_WORK."""
-        n = min(threads(), B)
-        return 1 if n <= 1 or B * self.params["Wh"].size < self.MIN_STEP_WORK else n
+    def _grad_Wh(self, gz2, cache, out):
+        """dL/dWh (G h, h), one product over all T B positions: dL/dz_t^T h_{t-1}."""
+        return self._mm(gz2.T, cache["prev"].reshape(gz2.shape[0], -1), out)
 
     def chunk_log_prob(self, X, Y, state, resets=None):
         if type(self.output) is not FullSoftmax:
@@ -222,10 +206,11 @@ class FastRNN(_Fast, ElmanRNN):
             z[t] += tmp  # pre_t = x_t Wx^T + d + h_{t-1} Wh^T
             np.tanh(z[t], out=hs[t + 1])  # h_t
 
-    def _backrecur_parts(self, cache, ga):
+    def _backrecur(self, cache, ga):
         gz = self._buffer("gz", ga.shape)  # dL/dpre_t  (T, B, h)
         gh = self._buffer("gh", ga.shape[1:], zero=True)  # dL/dh_t through step t+1
-        return gz, {"ga": ga, "hs": cache["hs"], "gz": gz}, {"gh": gh}
+        self._streams(self._backrecur_streams, cache["resets"], {"ga": ga, "hs": cache["hs"], "gz": gz}, {"gh": gh})
+        return gz
 
     def _backrecur_streams(self, resets, ga, hs, gz, gh):
         """The backward loop over t, on a block of the streams."""
@@ -276,14 +261,16 @@ class FastLSTM(_Fast, LSTM):
                 np.tanh(ss[t + 1], out=tanh_s[t])
                 np.multiply(o, tanh_s[t], out=hs[t + 1])  # h_t = o_t phi(s_t)
 
-    def _backrecur_parts(self, cache, ga):
+    def _backrecur(self, cache, ga):
         gates, h = cache["z"], self.config.h
         B = ga.shape[1]
         gz = self._buffer("gz", gates.shape)  # dL/dz_t  (T, B, 4h)
         gh = self._buffer("gh", (B, h), zero=True)  # dL/dh_t through step t+1
         gs = self._buffer("gs", (B, h), zero=True)  # dL/ds_t through step t+1
-        return (gz, {"ga": ga, "gates": gates, "tanh_s": cache["tanh_s"], "prev_s": cache["prev_s"], "gz": gz},
-                {"gh": gh, "gs": gs, "tmp": self._buffer("tmp_b", (B, h))})
+        self._streams(self._backrecur_streams, cache["resets"],
+                      {"ga": ga, "gates": gates, "tanh_s": cache["tanh_s"], "prev_s": cache["prev_s"], "gz": gz},
+                      {"gh": gh, "gs": gs, "tmp": self._buffer("tmp_b", (B, h))})
+        return gz
 
     def _backrecur_streams(self, resets, ga, gates, tanh_s, prev_s, gz, gh, gs, tmp):
         """The backward loop over t, on a block of the streams."""
@@ -348,12 +335,14 @@ class FastGRU(_Fast, GRU):
                 hs[t + 1] *= azr[:, :h]
                 hs[t + 1] += an  # h_t = n_t + z_t (h_{t-1} - n_t) = (1 - z_t) n_t + z_t h_{t-1}
 
-    def _backrecur_parts(self, cache, ga):
+    def _backrecur(self, cache, ga):
         h, B = self.config.h, ga.shape[1]
         gz = self._buffer("gz", cache["z"].shape)  # dL/d(pre-activations) [z r n]  (T, B, 3h)
         gh = self._buffer("gh", (B, h), zero=True)  # dL/dh_t through step t+1
-        return (gz, {"ga": ga, "gates": cache["z"], "prev": cache["prev"], "gz": gz},
-                {"gh": gh, "tmp": self._buffer("tmp_b", (B, h)), "grp": self._buffer("grp", (B, h))})
+        self._streams(self._backrecur_streams, cache["resets"],
+                      {"ga": ga, "gates": cache["z"], "prev": cache["prev"], "gz": gz},
+                      {"gh": gh, "tmp": self._buffer("tmp_b", (B, h)), "grp": self._buffer("grp", (B, h))})
+        return gz
 
     def _backrecur_streams(self, resets, ga, gates, prev, gz, gh, tmp, grp):
         """The backward loop over t, on a block of the streams."""
@@ -386,11 +375,12 @@ class FastGRU(_Fast, GRU):
             if resets is not None:
                 gh *= ~resets[:, t, None]  # backward through a reset
 
-    def _Wh_inputs(self, cache) -> list:
-        """dL/dU^{z,r} = sum_t dL/dazr_t^T h_{t-1} and dL/dU^n = sum_t dL/dan_t^T (r_t h_{t-1})."""
-        h, prev, rp = self.config.h, cache["prev"], cache["rp"]
-        zr, n = slice(0, 2 * h), slice(2 * h, None)  # Wh's rows and dL/dz's columns of U^{z,r} and U^n
-        return [(zr, zr, prev.reshape(-1, h)), (n, n, rp.reshape(-1, h))]
+    def _grad_Wh(self, gz2, cache, out):
+        """dL/dU^{z,r} = dL/dazr_t^T h_{t-1} and dL/dU^n = dL/dan_t^T (r_t h_{t-1}), over all T B positions."""
+        h, N = self.config.h, gz2.shape[0]
+        self._mm(gz2[:, :2 * h].T, cache["prev"].reshape(N, h), out[:2 * h])
+        self._mm(gz2[:, 2 * h:].T, cache["rp"].reshape(N, h), out[2 * h:])
+        return out
 
 
 def recurrent_model(config: RecurrentConfig, output=None, fast: bool = True):
