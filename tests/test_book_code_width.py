@@ -62,7 +62,7 @@ def continuation_lines(source: str) -> set[int]:
             depth += 1
         elif tok.type == tokenize.OP and tok.string in ")]}":
             depth -= 1
-        elif tok.type == tokenize.STRING and tok.end[0] > row:  # the rows of a multi-line string
+        elif tok.type != tokenize.OP and tok.end[0] > tok.start[0]:  # a multi-line string (or f-string part)
             rows.update(range(row + 1, tok.end[0] + 1))
     rows.update(k + 1 for k, line in enumerate(lines[:-1], start=1) if line.rstrip().endswith("\\"))
     return rows

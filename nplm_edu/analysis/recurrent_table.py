@@ -46,7 +46,7 @@ def spread(values) -> dict:
 
 def row_descriptions(doc: dict, names, fallback: dict | None = None) -> dict[str, str | None]:
     """What each model of ``names`` is: as the results file describes it (``descriptions``, else ``rows``,
-    which a file of older code or last merged by it has alone, for the default models), else as
+    which a file written without descriptions has alone, for the default models), else as
     ``fallback`` ({model: text}, e.g. the package's list) does, else None."""
     described, listed = doc.get("descriptions") or {}, doc.get("rows") or {}
     return {m: (described.get(m) or {}).get("what") or (listed.get(m) if isinstance(listed, dict) else None)

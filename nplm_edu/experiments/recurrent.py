@@ -22,8 +22,8 @@ checkpoints there; rerunning the same command resumes. Each seed's row is merged
 file under its lock when it is done, so processes given different rows fill one file.
 
 Compute plan (m = h = 256, on the comparison slice, one thread), from one epoch of each row timed
-under a heavy load (niced beside other work, so these CPU seconds run high, up to about twice an
-unloaded run's): the LSTM 122 CPU seconds an epoch (updates and the validation perplexity over 50,000
+while other programs shared the processor (so these CPU seconds run high, up to about twice those of
+a run alone): the LSTM 122 CPU seconds an epoch (updates and the validation perplexity over 50,000
 words), nplm-dropout 132; the GRU (estimated from its reference, which runs about 1.35 times the fast
 LSTM's time an update; its fast path costs less) about 165, lstm-4 (four recurrent steps a word, the
 output layer once) about 160, the Elman network about 105: about 685 CPU seconds an epoch of the five
@@ -35,7 +35,7 @@ and lstm-4 (about 325 s an epoch) beside lstm, rnn and nplm-dropout (about 360 s
 
 Three rows run only when named (``--models char-lstm,transformer-4,transformer-32``). From 20 and then
 30 updates of each (after one to warm up) and the validation of its first 2,000 words, timed twice by
-process CPU time, under a heavy load and then a lighter one (the two measurements 7 to 12% apart),
+process CPU time, beside much other work and then beside less (the two measurements 7 to 12% apart),
 an epoch of updates and validation costs: char-lstm 136-150 + 13-17 = 149-167 CPU seconds,
 transformer-4 159-165 + 50-66 = 209-231, transformer-32 137-138 + 377-411 = 515-547 (every
 validation word is read from its own window of 32 words). With runs stopping near epoch 25 (the GRU's
@@ -134,8 +134,8 @@ def header(corpus, kn: dict, quick: bool, names=()) -> dict:
     """What the results file says once: its settings, the same for every process filling it, and its
     descriptions (``protocol.DESCRIPTIONS``), merged with those other processes wrote: ``descriptions``,
     what each row is and its parameter count, for the default rows and ``names`` (the rows this process
-    trains). ``rows`` and ``parameters`` describe the default rows alone, as every version of the target
-    has written them (older code compares them: a process of it would set aside a file where they differ)."""
+    trains). ``rows`` and ``parameters`` describe the default rows alone, in the form every results file
+    of this target has them (a writer that compares them would set aside a file where they differ)."""
     counts = parameter_counts(corpus.V, quick, dict.fromkeys((*ORDER, *names)))  # built, not trained
     return {"corpus": corpus.name, "V": corpus.V, "quick": bool(quick),
             "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")},
