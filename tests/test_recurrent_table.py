@@ -33,7 +33,7 @@ def test_control_differences_say_whether_the_seeds_overlap():
     assert d["lstm-4"]["std"] == pytest.approx(math.hypot(2, 3))
     assert d["nplm-dropout"]["within_spread"] is True  # 199..207 meets 200..204
     body, _ = recurrent_table(DOC, order=("lstm", "lstm-4", "nplm-dropout"))
-    text = [row[1] for row in body[3:]]
+    text = [row[1][0] for row in body[3:]]  # (text, columns spanned)
     assert "beyond the seeds' spread" in text[0] and "within the seeds' spread" in text[1]
     assert [row[0] for row in body[:3]] == ["lstm", "lstm-4", "nplm-dropout"]
 
@@ -42,7 +42,7 @@ def test_a_partial_file_shows_what_it_has():
     partial = {"runs": [run("lstm", 0, 200), run("lstm-4", 1, 230)]}
     body, head = recurrent_table(partial)
     assert len(head[0]) == 8 and all(sum(c[1] if isinstance(c, tuple) else 1 for c in r) == 8 for r in body)
-    assert body[0][6] == "200.0" and "one seed so far" in body[2][1]  # no spread from one seed
+    assert body[0][6] == "200.0" and "one seed so far" in body[2][1][0]  # no spread from one seed
     assert len(differences(partial)) == 1  # nplm-dropout not trained yet
     assert recurrent_table({"runs": []}) == ([], [head[0]])
     assert within_spread(spread([]), spread([1.0])) is None

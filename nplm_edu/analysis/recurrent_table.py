@@ -108,7 +108,7 @@ def recurrent_table(doc: dict, order=None, pairs=CONTROLS) -> tuple[list, list]:
              f"{s[m]['parameters']:,}" if s[m]["parameters"] else "", str(len(s[m]["seeds"])),
              pm(s[m]["valid_ppl"]), pm(s[m]["test_ppl"]), pm(s[m]["mix_test_ppl"])] for m in models]
     for d in differences(doc, pairs):
-        body.append([(f"{d['a']} − {d['b']} (test)", 6), difference_text(d), ""])
+        body.append([(f"{d['a']} − {d['b']} (test)", 2), (difference_text(d), 6)])  # wide: no squeezed column
     return body, head
 
 
