@@ -79,11 +79,22 @@ def _output_layer_network(path: Path, meta: dict, corpus):
     return build_model(doc["method"], corpus, config, opts, cache=path.parent.parent)[0]
 
 
+def _loaders() -> dict:
+    """{checkpoint kind: a function (path, best) -> the model to sample from}, one entry a kind ``sample``
+    reads whole (an NPLM with a cheap output layer, kind ``nplm-<layer>``, is read apart: it needs its
+    run folder's run_config.json)."""
+    from ..training.blocks import transformer_from_checkpoint
+    from ..training.checkpoint import model_from_checkpoint
+    from ..training.stream import recurrent_from_checkpoint
+
+    return {"nplm": model_from_checkpoint, **dict.fromkeys(ALL_CELLS, recurrent_from_checkpoint),
+            # read as the recurrent models are: it keeps the last n_ctx words read
+            Transformer.kind: lambda path, best: transformer_from_checkpoint(path, best).window_model()}
+
+
 def load_model(spec: str, corpus, latest: bool = False, quiet: bool = False):
     """The model ``spec`` names (see the module docstring), ready to sample from ``corpus``'s vocabulary."""
-    from ..training.checkpoint import load_checkpoint, model_from_checkpoint, set_params
-    from ..training.blocks import transformer_from_checkpoint
-    from ..training.stream import recurrent_from_checkpoint
+    from ..training.checkpoint import load_checkpoint, set_params
 
     path = _checkpoint_path(spec)
     if path is None:
@@ -95,19 +106,15 @@ def load_model(spec: str, corpus, latest: bool = False, quiet: bool = False):
             return model.fit(corpus.train, valid=corpus.windows("valid", 3))
         return model.fit(corpus.train, progress=not quiet)
     meta, params, best, _ = load_checkpoint(path)
-    kind = meta["kind"]
+    kind, loaders = meta["kind"], _loaders()
     if kind == "energy":
         raise UserError(f"{path} holds the energy-minimization network, which has no next-word distribution "
                         "cheap enough to sample from")
-    if kind not in ("nplm", *ALL_CELLS, Transformer.kind) and not kind.startswith("nplm-"):
+    if kind not in loaders and not kind.startswith("nplm-"):
         raise UserError(f"{path} holds {a_model(kind)} model, which sample cannot read")
     check_trained_on(path, meta, corpus)
-    if kind == "nplm":
-        return model_from_checkpoint(path, best=not latest)
-    if kind in ALL_CELLS:
-        return recurrent_from_checkpoint(path, best=not latest)
-    if kind == Transformer.kind:  # read as the recurrent models are: it keeps the last n_ctx words read
-        return transformer_from_checkpoint(path, best=not latest).window_model()
+    if kind in loaders:
+        return loaders[kind](path, not latest)
     model = _output_layer_network(path, meta, corpus)
     set_params(model, best if best is not None and not latest else params)
     return model
