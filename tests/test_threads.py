@@ -350,3 +350,64 @@ def test_one_stream_is_read_with_blas_on_one_thread(monkeypatch):
     model = recurrent_model(RecurrentConfig(V=40, m=4, h=5, cell="lstm", seed=0))
     lp = model.log_prob_stream(np.arange(30) % 40, (np.arange(30) + 1) % 40, chunk=10)
     assert lp.shape == (30,) and seen == [1, 1, 1] and blas.blas_info()["threads"] == 2
+
+
+def _class_layer(V, h, n_classes=4):
+    from nplm_edu.models.class_softmax import ClassSoftmax, frequency_classes
+
+    return ClassSoftmax(V, h, frequency_classes(1.0 / np.arange(1, V + 1), n_classes))
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_recurrent_class_softmax_steps_on_T_threads_equal_one_thread_and_repeat(cell, monkeypatch):
+    """A cheap output layer: the trainer's whole update on 2 and 3 threads as on one (float64, 1e-12),
+    and the same bits when run again on the same thread count."""
+    from nplm_edu.training.stream import StreamBackend, StreamConfig
+
+    monkeypatch.setattr(threads, "MIN_ROWWISE", 0)
+    monkeypatch.setattr(_Fast, "MIN_STEP_WORK", 0)
+    rng = np.random.default_rng(7)
+    batches = [(rng.integers(0, 60, (3, 5)), rng.integers(0, 60, (3, 5))) for _ in range(3)]
+
+    def train(T):
+        model = recurrent_model(RecurrentConfig(V=60, m=4, h=6, cell=cell, seed=0, dtype="float64"), _class_layer(60, 6))
+        backend = StreamBackend(model, TrainConfig(batch=3, lr=0.5, weight_decay=1e-3, threads=T),
+                                StreamConfig(T=5, clip=0.05))
+        losses = [backend.update(X, Y, None, i == 0, 0.5) for i, (X, Y) in enumerate(batches)]
+        return losses, {k: v.copy() for k, v in model.params.items()}
+
+    got = {T: train(T) for T in (1, 2, 3)}
+    for T in (2, 3):
+        np.testing.assert_allclose(got[T][0], got[1][0], rtol=0, atol=1e-12)
+        for k in got[1][1]:
+            np.testing.assert_allclose(got[T][1][k], got[1][1][k], rtol=0, atol=1e-12, err_msg=k)
+    again = train(2)
+    assert again[0] == got[2][0] and all(np.array_equal(again[1][k], got[2][1][k]) for k in got[2][1])
+
+
+def test_a_cheap_output_layer_runs_blas_on_one_thread_on_several_threads(monkeypatch):
+    """The class-factored layer's products (one per class present) on BLAS's own threads cost far more
+    CPU than they save (its threads poll for work afterwards): on several threads, a recurrent step and
+    the NPLM's step with a cheap output layer keep BLAS on one thread throughout and give the count back."""
+    from nplm_edu.models.class_softmax import ClassSoftmax
+    from nplm_edu.numerics.sparse import SparseNPLM
+
+    threads.set_threads(2)
+    if blas.blas_info()["threads"] is None:
+        pytest.skip("numpy's BLAS does not say its thread count")
+    seen = []
+    real = ClassSoftmax.backward_sparse
+
+    def spy(self, *args, **kw):
+        seen.append(blas.blas_info()["threads"])
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(ClassSoftmax, "backward_sparse", spy)
+    rec = recurrent_model(RecurrentConfig(V=40, m=4, h=5, cell="lstm", seed=0), _class_layer(40, 5))
+    rec.loss_and_sparse_grads(np.arange(12).reshape(2, 6), np.arange(1, 13).reshape(2, 6))
+    nplm = SparseNPLM(NPLMConfig(V=40, n=3, m=4, h=5, seed=0, direct=False), _class_layer(40, 5))
+    nplm.sgd_update(np.array([[1, 2], [3, 4]]), np.array([5, 6]), 0.1, 1e-4)
+    assert seen == [1, 1] and blas.blas_info()["threads"] == 2
+    threads.set_threads(1)
+    nplm.sgd_update(np.array([[1, 2], [3, 4]]), np.array([5, 6]), 0.1, 1e-4)
+    assert seen[-1] == 1

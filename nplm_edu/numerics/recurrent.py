@@ -89,9 +89,14 @@ class _Fast(FastOutput):
 
     def loss_and_sparse_grads(self, X, Y, state=None, mask_x=None, mask_a=None, resets=None):
         """As :meth:`loss_and_grads`, but the gradient of C is given by its nonzero rows only: returns
-        (loss, grads with grads["C"] the (k, m) rows, state, the k word ids of those rows)."""
-        if type(self.output) is FullSoftmax and self._blocks(np.size(X)) > 1:
-            with one_blas_thread():  # the threads are the output blocks'
+        (loss, grads with grads["C"] the (k, m) rows, state, the k word ids of those rows).
+
+        On several threads the whole step runs BLAS on one thread, whatever the output layer: the
+        threads are the streams', the products' column blocks' and the full softmax's output blocks';
+        a cheap output layer's many small products (one per class present) would wake BLAS's own
+        threads, which then poll for work on the cores those blocks need."""
+        if threads() > 1:
+            with one_blas_thread():
                 return self._sparse_grads(X, Y, state, mask_x, mask_a, resets)
         return self._sparse_grads(X, Y, state, mask_x, mask_a, resets)
 
@@ -113,8 +118,7 @@ class _Fast(FastOutput):
         (B, T), h = X.shape, self.config.h
         cache = self.forward(X, None, mask_x)
         a = cache["hs"][T] if mask_a is None else cache["hs"][T] * mask_a  # (B, h) h_T, dropout on it
-        blocks = type(self.output) is FullSoftmax and self._blocks(B) > 1
-        with one_blas_thread() if blocks else nullcontext():  # the threads are the output blocks'
+        with one_blas_thread() if threads() > 1 else nullcontext():  # as in loss_and_sparse_grads
             loss, gA, grads = self._output({"inputs": {"U": a}}, np.asarray(y))
         ga = self._buffer("ga_last", (T, B, h), zero=True)  # dL/dh_t: nothing from the steps before T
         ga[T - 1] = gA if mask_a is None else gA * mask_a  # backward through dropout on h_T

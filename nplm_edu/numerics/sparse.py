@@ -22,12 +22,15 @@ within 1e-13 of them after six updates of a small network).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 from ..errors import UserError
 from ..models.nplm import NPLM, NPLMConfig
 from ..models.sparse_output import Blocks, Rows, SparseOutputLayer
 from .blas import gemm_update, segment_sum
+from .threads import one_blas_thread, threads
 
 FOLD_BELOW = 1e-3  # fold the scale into the matrix before it gets this small
 SCALE = "lazy_scale"  # params[SCALE]: the pending decay of C and of the output weights, (2,) float64
@@ -71,7 +74,13 @@ class SparseNPLM(NPLM):
     # ----------------------------------------------------------------- the training step
     def sgd_update(self, contexts, targets, lr: float, weight_decay: float) -> float:
         """One step of the paper's rule on a batch (see the module docstring); returns the batch's
-        mean training loss (for a sampled objective, that objective) before the step."""
+        mean training loss (for a sampled objective, that objective) before the step. On several
+        threads BLAS runs on one: the step's products are small (a class's rows, a tree's nodes, a
+        sample), and BLAS's own threads, woken for them, would poll for work on the cores."""
+        with one_blas_thread() if threads() > 1 else nullcontext():
+            return self._sgd_update(contexts, targets, lr, weight_decay)
+
+    def _sgd_update(self, contexts, targets, lr: float, weight_decay: float) -> float:
         contexts, targets = self.check_ids(contexts, targets)
         P, m, K = self.params, self.config.m, len(targets)
         dt = P["C"].dtype.type
