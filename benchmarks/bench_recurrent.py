@@ -2,7 +2,7 @@
 is installed, or in ``/tmp/threads/torch_site``) of PyTorch's nn.LSTM or nn.GRU + nn.Linear + cross-entropy
 + SGD on the same shapes and threads.
 
-    .venv/bin/python benchmarks/bench_recurrent.py [--seconds 10] [--threads 1,2] [--json F]
+    .venv/bin/python benchmarks/bench_recurrent.py [--rounds 11] [--seconds 0.5] [--threads 1,2] [--json F]
 
 Shapes: |V| = 17,907 (Brown), m = h = 256 and 512, B = 32 streams, T = 35 steps, the full softmax and
 (for the LSTM) the class-factored softmax (round(sqrt |V|) = 134 classes by frequency binning, Mikolov
@@ -20,10 +20,12 @@ the cost is the same (one (B, h) x (h, h) product and one elementwise product a 
 FLOPs per token: 6 |V| h for the output layer (logits, dL/dh, dL/dU) + 6 (G h)(m + h) for the gates
 (G = 4 for the LSTM, 3 for the GRU).
 On T threads our full softmax is split into T blocks of output units (:mod:`nplm_edu.numerics.threads`).
-Ours and PyTorch's, on every thread count, alternate in rounds and the best round of each counts: on a
-shared, noisy machine that is fairer than one long run each; the load average before and after is
-reported. Targets: >= 1.0x PyTorch on 1 and 2 threads; on 2 threads >= 1.7x our own speed on one and
-our lead over PyTorch on 2 threads >= 85% of our lead on one.
+Ours and PyTorch's, on every thread count, run in many short interleaved rounds (benchmarks/README.md,
+"How the 1 -> 2 thread figures are measured"; one round first is dropped, then each measurement is at
+least one whole step): a speed is the median over the rounds (the best round beside it), a ratio the
+median of the ratios within each round, with its quartiles. Targets: >= 1.0x PyTorch on 1 and 2
+threads; on 2 threads >= 1.7x our own speed on one and our lead over PyTorch on 2 threads >= 85% of our
+lead on one (the medians).
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from pathlib import Path
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import (OthersMeter, best_of_rounds, import_torch, scaling, scaling_line, targets_met,  # noqa: E402
-                            threads_from_argv, use_threads)
+from threads_common import (METHOD, OthersMeter, import_torch, interleaved_rounds, per_round, quartiles,  # noqa: E402
+                            round_scaling, scaling_line, speed_fields, summary, targets_met, threads_from_argv,
+                            use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -123,53 +126,54 @@ def torch_step(h: int, cell: str = "lstm"):
     return step
 
 
-def measure(h: int, cell: str, torch_version, seconds: float, rounds: int = 3) -> dict:
-    """{T: {who: best tokens/s}}, every thread count and contender alternating in each round."""
+def measure(h: int, cell: str, torch_version, seconds: float, rounds: int) -> dict:
+    """{T: {who: [tokens/s of each round]}}, every thread count and contender once in each round
+    (:func:`threads_common.interleaved_rounds`; a first round dropped, then at least one step each)."""
     steps = {"ours": numpy_step(h, cell=cell)}
     if cell == "lstm":
         steps["class"] = numpy_step(h, "class")
     if torch_version:
         steps["torch"] = torch_step(h, cell)
-    return best_of_rounds(steps, batches(4), THREADS, torch_version, seconds, rounds)
+    return interleaved_rounds(steps, batches(4), THREADS, torch_version, seconds, rounds, warm_round=True,
+                              min_steps=1, warmup=0)
 
 
-def table_rows(cell: str, h: int, best: dict, peak: dict, torch_version) -> list[dict]:
-    """One row per thread count for a cell and size, printed as it is made."""
+def table_rows(cell: str, h: int, speeds: dict, peak: dict, torch_version) -> list[dict]:
+    """One row per thread count for a cell and size from its rounds, printed as it is made: each
+    speed the median over the rounds (``*_best``: the best round), a ratio the median of the rounds' ratios."""
     rows = []
     for t in THREADS:
-        b = best[t]
+        sp = speeds[t]
+        b = {who: quartiles(v)[1] for who, v in sp.items()}
         gf = b["ours"] * flops_per_token(h, h, cell) / 1e9
         cls = b.get("class")
         line = (f"{cell:>4} {h:4d} {t:7d} {b['ours']:10.0f} {gf:8.1f} {gf / peak[t]:8.1%} "
                 + (f"{cls:11.0f} {cls / b['ours']:10.2f}" if cls else f"{'-':>11} {'-':>10}"))
         if torch_version:
-            line += f" {b['torch']:11.0f} {b['ours'] / b['torch']:10.2f}"
+            vs_torch = quartiles([a / c for a, c in zip(sp["ours"], sp["torch"])])[1]
+            line += f" {b['torch']:11.0f} {vs_torch:10.2f}"
         print(line, flush=True)
         rows.append({"cell": cell, "h": h, "m": h, "V": V, "B": B, "T": T, "threads": t, "output": "full softmax",
-                     "ours_tokens_per_s": round(b["ours"], 1), "gflops": round(gf, 2),
+                     "rounds": len(sp["ours"]), **speed_fields(sp["ours"], "ours_tokens_per_s"), "gflops": round(gf, 2),
                      "of_peak": round(gf / peak[t], 4),
-                     "class_softmax_tokens_per_s": round(cls, 1) if cls else None,
+                     **(speed_fields(sp["class"], "class_softmax_tokens_per_s") if cls else
+                        {"class_softmax_tokens_per_s": None}),
                      "class_over_full": round(cls / b["ours"], 3) if cls else None,
-                     "torch_tokens_per_s": round(b["torch"], 1) if torch_version else None,
-                     "ours_over_torch": round(b["ours"] / b["torch"], 3) if torch_version else None})
+                     **(speed_fields(sp["torch"], "torch_tokens_per_s") if torch_version else {"torch_tokens_per_s": None}),
+                     "ours_over_torch": round(vs_torch, 3) if torch_version else None})
     return rows
 
 
-def scalings(rows: list[dict], cells: list[str], torch_version) -> list[dict]:
-    """The scaling from 1 to 2 threads of each cell and size, printed."""
-    scale = []
-    for cell in cells:
-        for h in HIDDEN:
-            by_t = {r["threads"]: r for r in rows if r["h"] == h and r["cell"] == cell}
-            if 1 in by_t and 2 in by_t:
-                scale.append({"cell": cell, "h": h, **scaling(by_t[1], by_t[2], "tokens_per_s", torch_version)})
-                print(scaling_line(f"{cell.upper()} h {h}", scale[-1]))
-    return scale
+def class_scaling(speeds: dict) -> dict:
+    """The class-factored output layer's scaling from 1 to 2 threads: the median of the rounds' ratios."""
+    s = summary(per_round(speeds, lambda r: r[2]["class"] / r[1]["class"]))
+    return {"class_2_over_1": s["median"], "class_2_over_1_iqr": s["iqr"]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
-    ap.add_argument("--seconds", type=float, default=10.0, help="time per measurement (split into rounds)")
+    ap.add_argument("--rounds", type=int, default=11, help="interleaved rounds (the medians are kept)")
+    ap.add_argument("--seconds", type=float, default=0.5, help="time per measurement in each round (at least one step)")
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
     ap.add_argument("--cells", default=",".join(CELLS), help="cells, comma-separated (default lstm,gru)")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
@@ -189,15 +193,21 @@ def main() -> None:
     peak = {}
     for t in THREADS:
         use_threads(t, torch_version)
-        peak[t] = matmul_peak(min(3.0, args.seconds))
+        peak[t] = matmul_peak(3.0)
     print("float32 matmul peak (2048^3, best): " + ", ".join(f"{peak[t]:.1f} GFLOP/s on {t}" for t in THREADS))
     print(f"{'cell':>4} {'h':>4} {'threads':>7} {'ours tok/s':>10} {'GFLOP/s':>8} {'of peak':>8} {'class tok/s':>11} "
           f"{'class/full':>10}" + (f" {'torch tok/s':>11} {'ours/torch':>10}" if torch_version else ""))
-    rows = []
+    rows, scale = [], []
     for cell in cells:
         for h in HIDDEN:
-            rows += table_rows(cell, h, measure(h, cell, torch_version, args.seconds), peak, torch_version)
-    scale = scalings(rows, cells, torch_version)
+            speeds = measure(h, cell, torch_version, args.seconds, args.rounds)
+            rows += table_rows(cell, h, speeds, peak, torch_version)
+            if 1 in speeds and 2 in speeds:
+                scale.append({"cell": cell, "h": h, **round_scaling(speeds, torch_version),
+                              **(class_scaling(speeds) if "class" in speeds[1] else {})})
+    for s in scale:
+        print(scaling_line(f"{s['cell'].upper()} h {s['h']}", s)
+              + (f"; class-factored output x{s['class_2_over_1']:.2f}" if "class_2_over_1" in s else ""))
     load_after = list(os.getloadavg())
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {others.line()}", flush=True)
     if args.json:
@@ -206,7 +216,8 @@ def main() -> None:
         met = {"ours_over_torch_at_least_1.0": (all(r["ours_over_torch"] >= 1.0 for r in rows) if torch_version
                                                 else None), **targets_met(scale, torch_version)}
         write_results(Path(args.json), {
-            "threads": THREADS, "torch": torch_version, "load_average_before": load_before, "others_cpu_share": round(others.share(), 3),
+            "threads": THREADS, "method": METHOD, "rounds": args.rounds, "seconds_per_measurement": args.seconds,
+            "torch": torch_version, "load_average_before": load_before, "others_cpu_share": round(others.share(), 3),
             "load_average_after": load_after, "matmul_peak_gflops": {str(t): round(peak[t], 2) for t in THREADS},
             "flops_per_token": "6 |V| h + 6 (G h)(m + h), G = 4 (LSTM), 3 (GRU)", "rows": rows, "scaling": scale, "targets_met": met},
             started, command=command_line())

@@ -2,7 +2,7 @@
 matmul peak on as many threads, the scaling from 1 to 2 threads, and (when PyTorch is installed, or
 in ``/tmp/threads/torch_site``) the same model and update in PyTorch on the same threads, side by side in one run.
 
-    .venv/bin/python benchmarks/bench_train.py [--seconds 5] [--threads 1,2] [--json F]
+    .venv/bin/python benchmarks/bench_train.py [--rounds 15] [--seconds 0.4] [--threads 1,2] [--json F]
 
 Shapes of Table 1: MLP1 (n 5, h 50, m 60, direct) and MLP9 (n 5, h 100, m 30, no direct), with
 |V| = 17,907, at batch 128 and batch 1. One "update" is the full training step of
@@ -10,11 +10,11 @@ Shapes of Table 1: MLP1 (n 5, h 50, m 60, direct) and MLP9 (n 5, h 100, m 30, no
 on T threads the output layer is split into T blocks of units (:mod:`nplm_edu.numerics.threads`).
 FLOPs counted per example: 6 |V| D for the output layer (forward, dL/d[a x], dL/d[U W]; D = h +
 (n-1)m with direct connections, h without) + 6 h (n-1)m for the hidden layer. The peak is the
-best of a few 2048 x 2048 float32 numpy matmuls on the same threads. Every measurement alternates
-with the others in rounds and the best round counts: on a shared machine that is fairer than one
-long run each; the load average before and after is printed (above 0.5: the numbers are low).
-Targets at batch 128: >= 1.25x PyTorch's examples/s; on 2 threads >= 1.7x our own speed on one
-and our lead over PyTorch on 2 threads >= 85% of our lead on one.
+best of a few 2048 x 2048 float32 numpy matmuls on the same threads. The measurements are many short
+interleaved rounds (benchmarks/README.md, "How the 1 -> 2 thread figures are measured"): a speed is
+the median over the rounds (the best round beside it), a ratio the median of the ratios within each
+round, with its quartiles. Targets at batch 128: >= 1.25x PyTorch's examples/s; on 2 threads >= 1.7x
+our own speed on one and our lead over PyTorch on 2 threads >= 85% of our lead on one (the medians).
 
 The column "GEMMs" is a ceiling for these shapes: the examples/s of the output layer's three
 matrix products alone ([a x] [U W]^T, [U W]^T dL/dy^T, dL/dy^T [a x]) in BLAS on the same threads,
@@ -33,8 +33,8 @@ from pathlib import Path
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import (OthersMeter, best_of_rounds, import_torch, scaling, scaling_line, targets_met,  # noqa: E402
-                            threads_from_argv, use_threads)
+from threads_common import (METHOD, OthersMeter, import_torch, interleaved_rounds, quartiles, round_scaling,  # noqa: E402
+                            scaling_line, speed_fields, targets_met, threads_from_argv, use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -173,9 +173,9 @@ def torch_step(shape, K):
     return step
 
 
-def measure(shape, K, threads, have_torch, old, seconds, rounds=3) -> dict:
-    """{T: {who: best examples/s}} for ours, the GEMM ceiling, torch and another checkout, alternating
-    every measurement (all thread counts, all contenders) in each round."""
+def measure(shape, K, threads, have_torch, old, seconds, rounds) -> dict:
+    """{T: {who: [examples/s of each round]}} for ours, the GEMM ceiling, torch and another checkout,
+    every thread count and contender once in each round (:func:`threads_common.interleaved_rounds`)."""
     data = batches(K, shape["n"], 16)
     steps = {"ours": numpy_step(shape, K)}
     if K > 1:
@@ -184,18 +184,25 @@ def measure(shape, K, threads, have_torch, old, seconds, rounds=3) -> dict:
         steps["torch"] = torch_step(shape, K)
     if old:
         steps["other"] = old(shape, K)
-    return best_of_rounds(steps, data, threads, have_torch, seconds, rounds, min_steps=3, warmup=2)
+    return interleaved_rounds(steps, data, threads, have_torch, seconds, rounds, min_steps=3, warmup=2)
 
 
-def row_of(name, shape, K, T, best, peak, have_torch, old) -> dict:
-    gf = best["ours"] * flops_per_example(**shape) / 1e9
-    return {"shape": name, **shape, "V": V, "batch": K, "threads": T, "ours_examples_per_s": round(best["ours"], 1),
-            "gflops": round(gf, 2), "of_peak": round(gf / peak, 4),
-            "gemm_ceiling_examples_per_s": round(best["gemm"], 1) if K > 1 else None,
-            "torch_examples_per_s": round(best["torch"], 1) if have_torch else None,
-            "ours_over_torch": round(best["ours"] / best["torch"], 3) if have_torch else None,
-            **({"other_examples_per_s": round(best["other"], 1),
-                "ours_over_other": round(best["ours"] / best["other"], 3)} if old else {})}
+def row_of(name, shape, K, T, speeds, peak, have_torch, old) -> dict:
+    """The row of one shape, batch size and thread count from its rounds ``speeds`` {who: [examples/s]}:
+    each speed the median over the rounds (``*_best``: the best round), a ratio the median of the
+    rounds' ratios."""
+    med = {who: quartiles(v)[1] for who, v in speeds.items()}
+    gf = med["ours"] * flops_per_example(**shape) / 1e9
+
+    def ratio(other):
+        return round(quartiles([a / b for a, b in zip(speeds["ours"], speeds[other])])[1], 3)
+
+    return {"shape": name, **shape, "V": V, "batch": K, "threads": T, "rounds": len(speeds["ours"]),
+            **speed_fields(speeds["ours"], "ours_examples_per_s"), "gflops": round(gf, 2), "of_peak": round(gf / peak, 4),
+            "gemm_ceiling_examples_per_s": round(med["gemm"], 1) if K > 1 else None,
+            **(speed_fields(speeds["torch"], "torch_examples_per_s") if have_torch else {"torch_examples_per_s": None}),
+            "ours_over_torch": ratio("torch") if have_torch else None,
+            **({**speed_fields(speeds["other"], "other_examples_per_s"), "ours_over_other": ratio("other")} if old else {})}
 
 
 def print_row(r: dict, have_torch: bool, old) -> None:
@@ -212,7 +219,8 @@ def print_row(r: dict, have_torch: bool, old) -> None:
 
 def parse_args():
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
-    ap.add_argument("--seconds", type=float, default=5.0, help="time per measurement (split into rounds)")
+    ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds (the medians are kept)")
+    ap.add_argument("--seconds", type=float, default=0.4, help="time per measurement in each round (half at batch 1)")
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
     ap.add_argument("--batches", default="128,1", help="batch sizes, comma-separated (default 128,1)")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
@@ -239,27 +247,21 @@ def print_header(torch_version, old, peak: dict) -> None:
           + (f" {'other ex/s':>10} {'ours/other':>10}" if old else ""))
 
 
-def measure_rows(batch_sizes, seconds: float, peak: dict, have_torch, old) -> list[dict]:
-    """Every shape and batch size, each printed as it is measured."""
-    rows = []
+def measure_rows(batch_sizes, seconds: float, rounds: int, peak: dict, have_torch, old) -> tuple[list, list]:
+    """Every shape and batch size, each printed as it is measured: (rows, the scaling from 1 to 2
+    threads of each shape at batch 128)."""
+    rows, scale = [], []
     for name, shape in SHAPES.items():
         for K in batch_sizes:
-            best = measure(shape, K, THREADS, have_torch, old, seconds if K > 1 else seconds / 2)
+            speeds = measure(shape, K, THREADS, have_torch, old, seconds if K > 1 else seconds / 2, rounds)
             for T in THREADS:
-                rows.append(row_of(name, shape, K, T, best[T], peak[T], have_torch, old))
+                rows.append(row_of(name, shape, K, T, speeds[T], peak[T], have_torch, old))
                 print_row(rows[-1], have_torch, old)
-    return rows
-
-
-def scalings(rows: list[dict], have_torch) -> list[dict]:
-    """The scaling from 1 to 2 threads of each shape at batch 128, printed."""
-    scale = []
-    for name in SHAPES:
-        by_t = {r["threads"]: r for r in rows if r["shape"] == name and r["batch"] == 128}
-        if 1 in by_t and 2 in by_t:
-            scale.append({"shape": name, "batch": 128, **scaling(by_t[1], by_t[2], "examples_per_s", have_torch)})
-            print(scaling_line(f"{name} at batch 128", scale[-1]))
-    return scale
+            if K == 128 and 1 in speeds and 2 in speeds:
+                scale.append({"shape": name, "batch": 128, **round_scaling(speeds, have_torch)})
+    for s in scale:
+        print(scaling_line(f"{s['shape']} at batch 128", s))
+    return rows, scale
 
 
 def main() -> None:
@@ -272,11 +274,10 @@ def main() -> None:
     peak = {}
     for T in THREADS:
         use_threads(T, have_torch)
-        peak[T] = matmul_peak(min(args.seconds, 3.0))
+        peak[T] = matmul_peak(3.0)
     print_header(torch_version, old, peak)
-    rows = measure_rows([int(k) for k in args.batches.split(",")], args.seconds, peak, have_torch, old)
+    rows, scale = measure_rows([int(k) for k in args.batches.split(",")], args.seconds, args.rounds, peak, have_torch, old)
     load_after = list(os.getloadavg())
-    scale = scalings(rows, have_torch)
     at128 = [r for r in rows if r["batch"] == 128]
     met = {"ours_over_torch_at_least_1.25": (all(r["ours_over_torch"] >= 1.25 for r in at128) if have_torch else None),
            **targets_met(scale, have_torch)}
@@ -285,7 +286,8 @@ def main() -> None:
         from nplm_edu.experiments.common import command_line, write_results
 
         write_results(Path(args.json), {
-            "threads": THREADS, "compared_with": args.compare_with,
+            "threads": THREADS, "method": METHOD, "rounds": args.rounds, "seconds_per_measurement": args.seconds,
+            "compared_with": args.compare_with,
             "compared_commit": compared_commit(args.compare_with), "torch": torch_version,
             "load_average_before": load_before, "others_cpu_share": round(others.share(), 3), "load_average_after": load_after,
             "matmul_peak_gflops": {str(T): round(peak[T], 2) for T in THREADS},

@@ -72,36 +72,118 @@ def time_loop(step, data, seconds: float, min_steps: int = 2, warmup: int = 1) -
     return done / (time.perf_counter() - t0)
 
 
+METHOD = ("interleaved rounds: in each round every (thread count, contender) runs once for the same time, "
+          "the order rotated by one each round; a speed is the median over the rounds, a ratio the median "
+          "of the ratios within each round (quartiles beside it); the targets are judged on the medians")
+
+
+def rotated(items: list, r: int) -> list:
+    """The order of round r: ``items`` rotated left by r, so that over len(items) rounds each item
+    runs once in every position (no contender always follows the same one).
+
+    >>> rotated(["a", "b", "c"], 1), rotated(["a", "b", "c"], 4)
+    (['b', 'c', 'a'], ['b', 'c', 'a'])
+    """
+    k = r % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
+def interleaved_rounds(steps: dict, data, threads: list[int], have_torch, seconds: float, rounds: int,
+                       warm_round: bool = False, **loop) -> dict:
+    """{T: {who: [words/s in round 0, 1, ...]}}: in each round every (thread count, contender) runs
+    once for ``seconds``, in :func:`rotated` order, so that the measurements of one round lie close
+    together in time and a ratio within a round sees the machine in one state. ``warm_round``: one
+    round first whose numbers are dropped (each contender's buffers and thread pools made);
+    ``loop``: :func:`time_loop`'s ``min_steps`` and ``warmup``."""
+    configs = [(t, who) for who in steps for t in threads]
+    speeds = {t: {who: [] for who in steps} for t in threads}
+    for r in range(-1 if warm_round else 0, rounds):
+        for t, who in rotated(configs, r):
+            use_threads(t, have_torch)
+            v = time_loop(steps[who], data, seconds, **loop)
+            if r >= 0:
+                speeds[t][who].append(v)
+    return speeds
+
+
 def best_of_rounds(steps: dict, data, threads: list[int], have_torch, seconds: float, rounds: int = 3,
                    **loop) -> dict:
-    """{T: {who: best words/s}}: every thread count and contender alternating in each round (on a
-    shared, noisy machine fairer than one long run each), ``seconds`` split among the rounds;
-    ``loop``: :func:`time_loop`'s ``min_steps`` and ``warmup``."""
-    best = {t: dict.fromkeys(steps, 0.0) for t in threads}
-    for _ in range(rounds):
-        for t in threads:
-            use_threads(t, have_torch)
-            for who, step in steps.items():
-                best[t][who] = max(best[t][who], time_loop(step, data, seconds / rounds, **loop))
-    return best
+    """{T: {who: best words/s}} of :func:`interleaved_rounds` with ``seconds`` split among the rounds."""
+    speeds = interleaved_rounds(steps, data, threads, have_torch, seconds / rounds, rounds, **loop)
+    return {t: {who: max(v) for who, v in by.items()} for t, by in speeds.items()}
 
 
-def scaling(one: dict, two: dict, speed: str, have_torch) -> dict:
-    """Rows on 1 and 2 threads -> our speed-up, PyTorch's, and whether the targets hold (on 2 threads
-    at least 1.7x our speed on one; our lead over PyTorch on 2 at least 85% of our lead on one)."""
-    s = {"ours_2_over_1": round(two[f"ours_{speed}"] / one[f"ours_{speed}"], 3)}
-    s["ours_2_over_1_at_least_1.7"] = s["ours_2_over_1"] >= 1.7
+# --------------------------------------------------------------------------- the statistics of the rounds
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile) of the values, interpolated between order statistics
+    (numpy's default percentiles; one value is its own quartiles).
+
+    >>> quartiles([4.0, 1.0, 3.0, 2.0, 5.0])
+    (2.0, 3.0, 4.0)
+    """
+    v = sorted(values)
+    if not v:
+        raise ValueError("no values")
+
+    def at(q):
+        x = q * (len(v) - 1)
+        lo = int(x)
+        return v[lo] + (x - lo) * (v[min(lo + 1, len(v) - 1)] - v[lo])
+
+    return at(0.25), at(0.5), at(0.75)
+
+
+def per_round(speeds: dict, fn) -> list[float]:
+    """``fn(speeds of round r)`` for each round r, the speeds of a round given as {T: {who: words/s}}."""
+    n = min(len(v) for by in speeds.values() for v in by.values())
+    return [fn({t: {who: v[r] for who, v in by.items()} for t, by in speeds.items()}) for r in range(n)]
+
+
+def summary(values: list[float], digits: int = 3) -> dict:
+    """{"median", "iqr": [q1, q3]} of a list of per-round values, rounded."""
+    q1, med, q3 = quartiles(values)
+    return {"median": round(med, digits), "iqr": [round(q1, digits), round(q3, digits)]}
+
+
+def round_scaling(speeds: dict, have_torch) -> dict:
+    """The scaling from 1 to 2 threads of interleaved rounds ({1: {who: [...]}, 2: {...}}): in each
+    round our speed on 2 threads over ours on 1 (and PyTorch's, and our lead over PyTorch on 2 over
+    our lead on 1), from that round's measurements alone; the median over the rounds is the figure
+    (``ours_2_over_1``, ``torch_2_over_1``, ``lead_kept``, judged against the targets), its quartiles
+    beside it (``*_iqr``), and the ratio of the best rounds (``*_best``, as measured before)."""
+    ratios = {"ours_2_over_1": per_round(speeds, lambda s: s[2]["ours"] / s[1]["ours"])}
+    best = {t: {who: max(v) for who, v in by.items()} for t, by in speeds.items()}
+    bests = {"ours_2_over_1": best[2]["ours"] / best[1]["ours"]}
     if have_torch:
-        s["torch_2_over_1"] = round(two[f"torch_{speed}"] / one[f"torch_{speed}"], 3)
-        s["lead_kept"] = round(two["ours_over_torch"] / one["ours_over_torch"], 3)
-        s["lead_kept_at_least_0.85"] = s["lead_kept"] >= 0.85
-    return s
+        ratios["torch_2_over_1"] = per_round(speeds, lambda s: s[2]["torch"] / s[1]["torch"])
+        ratios["lead_kept"] = per_round(
+            speeds, lambda s: (s[2]["ours"] / s[2]["torch"]) / (s[1]["ours"] / s[1]["torch"]))
+        bests["torch_2_over_1"] = best[2]["torch"] / best[1]["torch"]
+        bests["lead_kept"] = (best[2]["ours"] / best[2]["torch"]) / (best[1]["ours"] / best[1]["torch"])
+    out = {"rounds": len(ratios["ours_2_over_1"])}
+    for k, v in ratios.items():
+        s = summary(v)
+        out.update({k: s["median"], f"{k}_iqr": s["iqr"], f"{k}_best": round(bests[k], 3)})
+    out["ours_2_over_1_at_least_1.7"] = out["ours_2_over_1"] >= 1.7
+    if have_torch:
+        out["lead_kept_at_least_0.85"] = out["lead_kept"] >= 0.85
+    return out
+
+
+def speed_fields(speeds: list[float], name: str) -> dict:
+    """{name: the median words/s over the rounds, name_best: the best round}."""
+    return {name: round(quartiles(speeds)[1], 1), f"{name}_best": round(max(speeds), 1)}
 
 
 def scaling_line(label: str, s: dict) -> str:
-    return (f"{label}, 1 -> 2 threads: ours x{s['ours_2_over_1']:.2f} "
+    def fig(k, fmt):
+        iqr = s.get(f"{k}_iqr")
+        return (f"{format(s[k], fmt)} (quartiles {format(iqr[0], fmt)}-{format(iqr[1], fmt)}, best-of "
+                f"{format(s[k + '_best'], fmt)})" if iqr else format(s[k], fmt))
+
+    return (f"{label}, 1 -> 2 threads, median of {s.get('rounds', '?')} rounds: ours x{fig('ours_2_over_1', '.2f')} "
             f"({'met' if s['ours_2_over_1_at_least_1.7'] else 'NOT met'}: >= 1.7)"
-            + (f"; PyTorch x{s['torch_2_over_1']:.2f}; our lead over PyTorch kept {s['lead_kept']:.0%} "
+            + (f"; PyTorch x{fig('torch_2_over_1', '.2f')}; our lead over PyTorch kept {fig('lead_kept', '.0%')} "
                f"({'met' if s['lead_kept_at_least_0.85'] else 'NOT met'}: >= 85%)" if "lead_kept" in s else ""))
 
 

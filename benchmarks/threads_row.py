@@ -43,20 +43,34 @@ def _against_other(train: dict, name: str) -> str:
             f"{ratios[1]:.3f} on 1 and 2 threads")
 
 
+def _fig(s: dict, key: str, fmt: str) -> str:
+    """"x1.80 (IQR 1.71-1.88, best-of 1.85)" of a median with its quartiles; the bare figure in a file
+    measured before the medians (best-of only)."""
+    iqr = s.get(f"{key}_iqr")
+    return (f"{format(s[key], fmt)} (IQR {format(iqr[0], fmt)}-{format(iqr[1], fmt)}, best-of {format(s[key + '_best'], fmt)})"
+            if iqr else format(s[key], fmt))
+
+
+def _scaling(s: dict) -> str:
+    return (f"x{_fig(s, 'ours_2_over_1', '.2f')}"
+            + (f" (PyTorch x{_fig(s, 'torch_2_over_1', '.2f')}, lead kept {_fig(s, 'lead_kept', '.0%')})"
+               if "lead_kept" in s else ""))
+
+
 def row(train: dict, rec: dict) -> str:
-    """The Markdown row: what was measured, and whether the scaling targets held."""
+    """The Markdown row: what was measured (medians of the rounds' ratios with their quartiles where the
+    files have them), and whether the scaling targets held."""
     what, missed_scale, missed_lead, met_lead = [], [], [], []
     for s in train["scaling"]:
         name = s["shape"]
-        what.append(f"{name} x{s['ours_2_over_1']:.2f}"
-                    + (f" (PyTorch x{s['torch_2_over_1']:.2f}, lead kept {s['lead_kept']:.0%})" if "lead_kept" in s else "")
+        what.append(f"{name} {_scaling(s)}"
                     + f", {_peak(train['rows'], 1, shape=name, batch=128):.1%} then "
                       f"{_peak(train['rows'], 2, shape=name, batch=128):.1%} of the matmul peak"
                     + _against_other(train, name))
     for s in rec["scaling"]:
         name = f"{s.get('cell', 'lstm').upper()} h {s['h']}"
-        what.append(f"{name} x{s['ours_2_over_1']:.2f}"
-                    + (f" (PyTorch x{s['torch_2_over_1']:.2f}, lead kept {s['lead_kept']:.0%})" if "lead_kept" in s else "")
+        what.append(f"{name} {_scaling(s)}"
+                    + (f", class-factored output x{s['class_2_over_1']:.2f}" if "class_2_over_1" in s else "")
                     + f", {_peak(rec['rows'], 1, cell=s.get('cell', 'lstm'), h=s['h']):.1%} then "
                       f"{_peak(rec['rows'], 2, cell=s.get('cell', 'lstm'), h=s['h']):.1%}")
     for s, name in [(s, s["shape"]) for s in train["scaling"]] + [
@@ -71,7 +85,9 @@ def row(train: dict, rec: dict) -> str:
               + (f"; missed for {', '.join(missed_lead)}" if missed_lead else ""))
     conditions = _conditions(train) if _conditions(train) == _conditions(rec) else f"{_conditions(train)}; {_conditions(rec)}"
     files = f"`bench_threads.json`, `bench_recurrent_threads.json` (`--threads 1,2`; {conditions}), {train['machine'].split(',')[0]}"
-    return f"| {files} | 1 to 2 threads, batch 128 and B 32 x T 35: {'; '.join(what)} | {target} |"
+    rounds = (f", medians of {train['rounds']} and {rec['rounds']} interleaved rounds (the peak's share from the median speed)"
+              if "rounds" in train and "rounds" in rec else "")
+    return f"| {files} | 1 to 2 threads, batch 128 and B 32 x T 35{rounds}: {'; '.join(what)} | {target} |"
 
 
 def main() -> None:
