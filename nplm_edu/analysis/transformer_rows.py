@@ -13,7 +13,7 @@ OTHERS = ("nplm-dropout", "lstm", "lstm-4")
 
 def compare_text(name: str, a: dict, other: str, b: dict) -> str:
     """'transformer-4 scores 210.3 against nplm-dropout's 203.0: higher, within the seeds' spread.'
-    from two :func:`spread` dicts (lower perplexity wins; no verdict when one side has one value
+    from two :func:`~nplm_edu.analysis.recurrent_table.spread` dicts (lower perplexity wins; no verdict when one side has one value
     and the other one too, since then there is no spread to judge by)."""
     order = "lower" if a["mean"] < b["mean"] else "higher" if a["mean"] > b["mean"] else "equal"
     text = f"{name} scores {a['mean']:.1f} against {other}'s {b['mean']:.1f}: {order}"
