@@ -28,9 +28,9 @@ def transformer_verdicts(doc: dict, transformers=TRANSFORMERS, others=OTHERS) ->
     s = row_summaries(doc)
     kn5 = doc.get("kn5", {}).get("test")
     out = []
-    for t in (t for t in transformers if t in s):
-        for o in (o for o in (*transformers, *others) if o in s and o != t and not (o in transformers and
-                                                                                  transformers.index(o) < transformers.index(t))):
+    present = [t for t in transformers if t in s]
+    for i, t in enumerate(present):
+        for o in (o for o in (*present[i + 1:], *others) if o in s):  # each pair of Transformers once
             out.append(compare_text(t, s[t]["test_ppl"], o, s[o]["test_ppl"]))
         if kn5 is not None:
             out.append(compare_text(t, s[t]["test_ppl"], "the Kneser-Ney 5-gram", spread([kn5])))

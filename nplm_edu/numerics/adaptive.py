@@ -18,15 +18,13 @@ gradients are rescaled by k_i / K.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import numpy as np
 
 from ..models.adaptive_softmax import AdaptiveSoftmax
 from .full_output import FastOutput
 from .head import head_block, nll, target_scores
 from .sparse import SparseNPLM
-from .threads import _alone, block_range, one_blas_thread, run_blocks, threads
+from .threads import _alone, block_range, run_blocks, threads
 
 
 def softmax_block(A, W, b, targets, lo: int, reduce, y, gA, gW, gb, K: int):
@@ -66,10 +64,6 @@ def owners(costs: list, T: int) -> list[int]:
 class AdaptiveNPLM(FastOutput, SparseNPLM):
     """:class:`~nplm_edu.numerics.sparse.SparseNPLM` whose adaptive softmax is computed by
     :func:`softmax_block` on the threads (see the module docstring); any other layer as before."""
-
-    def sgd_update(self, contexts, targets, lr: float, weight_decay: float) -> float:
-        with one_blas_thread() if self._blocks(len(targets)) > 1 else nullcontext():  # the threads are the blocks'
-            return super().sgd_update(contexts, targets, lr, weight_decay)
 
     def output_step(self, P, inputs, targets):
         if not isinstance(self.output, AdaptiveSoftmax):

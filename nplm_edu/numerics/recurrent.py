@@ -29,7 +29,6 @@ The gradients returned live in buffers that the next call overwrites: use them b
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 
 import numpy as np
 
@@ -95,10 +94,8 @@ class _Fast(FastOutput):
         threads are the streams', the products' column blocks' and the full softmax's output blocks';
         a cheap output layer's many small products (one per class present) would wake BLAS's own
         threads, which then poll for work on the cores those blocks need."""
-        if threads() > 1:
-            with one_blas_thread():
-                return self._sparse_grads(X, Y, state, mask_x, mask_a, resets)
-        return self._sparse_grads(X, Y, state, mask_x, mask_a, resets)
+        with one_blas_thread(threads() > 1):
+            return self._sparse_grads(X, Y, state, mask_x, mask_a, resets)
 
     def _sparse_grads(self, X, Y, state, mask_x, mask_a, resets):
         X, Y = check_batch(X, Y, self.V)
@@ -118,7 +115,7 @@ class _Fast(FastOutput):
         (B, T), h = X.shape, self.config.h
         cache = self.forward(X, None, mask_x)
         a = cache["hs"][T] if mask_a is None else cache["hs"][T] * mask_a  # (B, h) h_T, dropout on it
-        with one_blas_thread() if threads() > 1 else nullcontext():  # as in loss_and_sparse_grads
+        with one_blas_thread(threads() > 1):  # as in loss_and_sparse_grads
             loss, gA, grads = self._output({"inputs": {"U": a}}, np.asarray(y))
         ga = self._buffer("ga_last", (T, B, h), zero=True)  # dL/dh_t: nothing from the steps before T
         ga[T - 1] = gA if mask_a is None else gA * mask_a  # backward through dropout on h_T

@@ -22,8 +22,6 @@ within 1e-13 of them after six updates of a small network).
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import numpy as np
 
 from ..errors import UserError
@@ -77,7 +75,7 @@ class SparseNPLM(NPLM):
         mean training loss (for a sampled objective, that objective) before the step. On several
         threads BLAS runs on one: the step's products are small (a class's rows, a tree's nodes, a
         sample), and BLAS's own threads, woken for them, would poll for work on the cores."""
-        with one_blas_thread() if threads() > 1 else nullcontext():
+        with one_blas_thread(threads() > 1):
             return self._sgd_update(contexts, targets, lr, weight_decay)
 
     def _sgd_update(self, contexts, targets, lr: float, weight_decay: float) -> float:

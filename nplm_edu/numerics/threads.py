@@ -230,10 +230,13 @@ def run_blocks(fn, T: int) -> list:
 
 
 @contextmanager
-def one_blas_thread():
-    """numpy's BLAS on one thread inside the block: for a whole step that splits its output layer
-    among threads. (After a call on several threads, BLAS's own threads keep polling for work for a
-    while, on the cores the blocks need.)"""
+def one_blas_thread(active: bool = True):
+    """numpy's BLAS on one thread inside the block (nothing changed if not ``active``): for a whole
+    step that splits its work among threads. (After a call on several threads, BLAS's own threads
+    keep polling for work for a while, on the cores the blocks need.)"""
+    if not active:
+        yield
+        return
     before = set_blas_threads(1)
     try:
         yield
