@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 from nplm_edu.analysis.comparison import (HEAD, against_reference, comparison_caption, comparison_rows,  # noqa: E402
                                           difference_phrase, epoch_cpu_seconds, grid_rows, method_curve, method_sentence,
                                           outcome_sentences, plot_comparison, show_comparison_table,
-                                          show_grid_table)
+                                          show_grid_table, time_rows)
 from nplm_edu.experiments.output_layers import finish  # noqa: E402
 from nplm_edu.experiments.protocol import Protocol, with_summaries  # noqa: E402
 
@@ -48,6 +48,19 @@ def test_the_table_of_a_complete_file():
     assert comparison_caption(doc).startswith("Brown (") and "[" not in comparison_caption(doc)  # the corpus in words
     sliced = {**doc, "slice": {"train": 200_000, "valid": 50_000, "test": None}}
     assert comparison_caption(sliced).startswith("Brown, a slice of 200,000 training and 50,000 validation tokens")
+
+
+def test_the_times_to_quality_say_never_once():
+    """The full softmax's three seeds within 5% after 300 CPU s each (its reference 251 is 251.0 * 1.05 =
+    263.55 at 5%; seeds 250, 251, 252 reach it at the third epoch of 100 CPU s, 200 wall s); within 1%
+    (253.51) too; the tree's 20 s with 40 wall s, never within 1%; a method at 300 never within either."""
+    never = [run("class-frequency", s, [500.0, 400.0, 300.0], cpu=10.0) for s in (0, 1, 2)]
+    rows = {r[0]: r[1:] for r in time_rows(document(FULL + TREE + never))}
+    assert rows["full"] == ["300 ± 0 s", "600 ± 0 s", "300 ± 0 s", "600 ± 0 s"]
+    assert rows["tree-huffman"] == ["20 ± 0 s", "40 ± 0 s", ("never (best 255.0)", 2)]
+    assert rows["class-frequency"] == [("never within 5% or 1% (best 300.0)", 4)]
+    one = {r[0]: r[1:] for r in time_rows(document(FULL[:1] + TREE[:1]), ("cpu_seconds",))}
+    assert one["full"] == ["300 s", "300 s"]  # one seed: the mean alone
 
 
 def test_a_partial_file_without_the_reference_and_with_one_seed():

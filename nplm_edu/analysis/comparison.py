@@ -51,8 +51,39 @@ def time_cell(q: dict | None, clock: str = "cpu_seconds") -> str:
         return "-"
     if not q["reached"]:
         return f"never ({q['best_valid_ppl']['mean']:.1f})"
-    seeds = "" if q["reached"] == q["seeds"] else f" ({q['reached']}/{q['seeds']})"
-    return f"{q[clock]['mean']:,.0f} s{seeds}"
+    return f"{q[clock]['mean']:,.0f} s{seeds_note(q)}"
+
+
+def seeds_note(q: dict) -> str:
+    """' (2/3)' when not every seed came within the quality ``q``, else ''."""
+    return "" if q["reached"] == q["seeds"] else f" ({q['reached']}/{q['seeds']})"
+
+
+def time_rows(doc: dict, clocks=("cpu_seconds", "wall_seconds")) -> list[list]:
+    """One row per method of the times to 5% and to 1% of the reference, on each of ``clocks``: mean ± std
+    in seconds over the seeds that came within it (the mean alone when one seed did; '(2/3)' when not all
+    did). A quality no seed reached is one cell across its clocks' columns, 'never (best 262.1)'; a method
+    that reached neither says so once, across all the columns (1% is the stricter, so never within 5%
+    means never within 1%). Cells are :func:`~nplm_edu.analysis.report.table_html`'s: text, or (text, span).
+
+    >>> q = {"reached": 2, "seeds": 3, "cpu_seconds": {"mean": 1234.4, "std": 10.2}, "best_valid_ppl": {"mean": 250.0}}
+    >>> time_rows({"summary": {"a": {"time_to_quality": [q, {**q, "reached": 0}]}}}, ("cpu_seconds",))
+    [['a', '1,234 ± 10 s (2/3)', ('never (best 250.0)', 1)]]
+    """
+    rows = []
+    for name, s in doc.get("summary", {}).items():
+        cells = []
+        for q in (s.get("time_to_quality") or [None, None])[:2]:
+            if q is None:
+                cells += ["-"] * len(clocks)
+            elif not q["reached"]:
+                cells.append((f"never (best {q['best_valid_ppl']['mean']:.1f})", len(clocks)))
+            else:
+                cells += [f"{pm(q[clock], 0)} s{seeds_note(q)}" for clock in clocks]
+        if len(cells) == 2 and all(isinstance(c, tuple) for c in cells):
+            cells = [(f"never within 5% or 1% (best {q['best_valid_ppl']['mean']:.1f})", 2 * len(clocks))]
+        rows.append([name, *cells])
+    return rows
 
 
 def grid_edge(doc: dict, lr: float) -> str | None:
