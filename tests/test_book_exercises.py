@@ -7,9 +7,12 @@ its outputs equal to a fresh run (``make test``), so every solution shown is one
 gives what it prints. This file checks the structure: each chapter (its page and the pages of its
 sections, as _toc.yml lists them) has at least one such solution (chapters 10 and 11: at least five
 exercises, three of them implement-and-check, solved by a hidden code cell that asserts its result;
-``MANY``), and no solution shows without a toggle.
+``MANY``), and no solution shows without a toggle. Every hidden code cell of a solution asserts something
+that could fail: at least one ``assert`` statement (found with ``ast``, so not one in a comment or a
+string), none of them true whatever the solution computed (``trivial_asserts``).
 """
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -37,6 +40,11 @@ CHAPTERS = chapters()
 PAGES = sorted(p for pages in CHAPTERS.values() for p in pages)
 
 
+def markdown(cells: list[dict]) -> str:
+    """The text of a page's markdown cells, joined: where its exercises and solutions are written."""
+    return "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
 def solved_in_code(path: Path) -> list[int]:
     """Indices of the hidden code cells that carry out a solution (the cell right after its text)."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
@@ -51,8 +59,7 @@ def test_the_book_has_chapters():
 
 @pytest.mark.parametrize("path", PAGES, ids=[p.stem for p in PAGES])
 def test_every_solution_is_hidden(path):
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    text = markdown(json.loads(path.read_text(encoding="utf-8"))["cells"])
     assert text.count("```{solution}") == len(SOLUTION.findall(text)), f"{path.name}: a solution shows without a toggle"
     assert text.count("```{exercise}") >= text.count("```{solution}"), f"{path.name}: a solution without its exercise"
 
@@ -65,6 +72,46 @@ def test_every_chapter_has_a_solution_that_runs(chapter, pages=None):
         outputs = json.loads(path.read_text(encoding="utf-8"))["cells"][i].get("outputs", [])
         assert outputs, f"{path.name}: the solution in cell {i} is stored unexecuted"
         assert not [o for o in outputs if o["output_type"] == "error"], f"{path.name}: the solution in cell {i} fails"
+
+
+def trivial_asserts(source: str) -> list[str]:
+    """The asserts of a cell that cannot fail: a constant (``assert True``), a comparison of an expression
+    with itself (equal ``ast.dump``), a name compared with the constant the cell just set it to
+    (``x = 3`` ... ``assert x == 3``), or an ``and`` with such a part; and ``["no assert"]`` if there is
+    none. The ``ast`` module finds the statements, so an assert in a comment or a string does not count."""
+    tree = ast.parse(source)
+    constants = {(t.id, ast.dump(node.value)) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                 and isinstance(node.value, ast.Constant) for t in node.targets if isinstance(t, ast.Name)}
+
+    def trivial(test: ast.expr) -> bool:
+        if isinstance(test, ast.Constant):
+            return True
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(trivial(v) for v in test.values)
+        if isinstance(test, ast.Compare):
+            sides = [test.left, *test.comparators]
+            dumps = [ast.dump(e) for e in sides]
+            names = {(e.id, d) for e, d in zip(sides, dumps) if isinstance(e, ast.Name)}
+            return len(set(dumps)) < len(dumps) or any((n, d) in constants for n, _ in names for d in dumps)
+        return False
+
+    asserts = [node for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+    return [ast.unparse(a.test) for a in asserts if trivial(a.test)] if asserts else ["no assert"]
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[p.stem for p in PAGES])
+def test_every_hidden_solution_asserts_something(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    bad = {cells[i].get("id", i): trivial_asserts("".join(cells[i]["source"])) for i in solved_in_code(path)}
+    bad = {cell: asserts for cell, asserts in bad.items() if asserts}
+    assert not bad, f"{path.name}: hidden solutions whose asserts check nothing (cell id: what): {bad}"
+
+
+def test_trivial_asserts_are_found():
+    assert trivial_asserts("x = f(1)\nprint(x)  # assert x == 2\ns = 'assert x'") == ["no assert"]
+    assert trivial_asserts("assert True\nassert f(x) == f(x)\nassert 0 < g(y) < 1") == ["True", "f(x) == f(x)"]
+    assert trivial_asserts("k = 4\nassert k == 4 and f(k) > 0\nassert f(k) == 4") == ["k == 4 and f(k) > 0"]
+    assert trivial_asserts("x = f(1)\nassert abs(x - 2) < 1e-12, x") == []
 
 
 def test_the_checks_can_fail(tmp_path):
@@ -82,6 +129,8 @@ def test_the_checks_can_fail(tmp_path):
     path.write_text(json.dumps({"cells": [shown, code]}))
     with pytest.raises(AssertionError, match="fails"):
         test_every_chapter_has_a_solution_that_runs("99_x", [path])
+    with pytest.raises(AssertionError, match="check nothing"):
+        test_every_hidden_solution_asserts_something(path)
 
 
 # what a chapter (its pages together) asks its reader to build, by chapter number: at least so many
@@ -97,7 +146,7 @@ def counts(pages: list[Path]) -> dict[str, tuple[int, int, int]]:
     out = {}
     for path in pages:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        text = markdown(cells)
         solved = solved_in_code(path)
         checked = [i for i in solved if CHECKS.search("".join(cells[i]["source"]))]
         out[path.stem] = (len(re.findall(r"`{3,}\{exercise\}", text)), len(solved), len(checked))
