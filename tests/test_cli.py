@@ -511,13 +511,17 @@ SYN = ["--corpus", "synthetic", "--synthetic-tokens", "6000"]
 
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
-    """A tiny NPLM, the NPLM with three cheap output layers, a tiny Elman network and a tiny Transformer
+    """A tiny NPLM, the NPLM with three cheap output layers and with LightRNN's layers, a tiny Elman network,
+    a tiny LSTM reading a window of 4 words (``reproduce recurrent``'s lstm-4) and a tiny Transformer
     (trained as ``reproduce recurrent`` trains one: on blocks), on a small synthetic corpus (seconds)."""
+    from dataclasses import replace
+
     from nplm_edu.cli import main
     from nplm_edu.models.rnn import RecurrentConfig
     from nplm_edu.models.transformer import TransformerConfig
     from nplm_edu.numerics.recurrent import recurrent_model
     from nplm_edu.numerics.transformer import FastTransformer
+    from nplm_edu.numerics.window_recurrent import WindowRecurrent, WindowRecurrentConfig
     from nplm_edu.training.blocks import BlockBackend
     from nplm_edu.training.stream import StreamBackend, StreamConfig
     from nplm_edu.training.trainer import TrainConfig, train
@@ -525,7 +529,7 @@ def tiny_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("sample")
     assert main(["train", *SYN, "--n", "3", "--m", "8", "--h", "16", "--epochs", "2", "--quiet",
                  "--out", str(root / "nplm")]) == 0
-    assert main(["reproduce", "output-layers", *SYN, "--methods", "class-frequency,tree-huffman,nce", "--quick",
+    assert main(["reproduce", "output-layers", *SYN, "--methods", "class-frequency,tree-huffman,nce,lightrnn", "--quick",
                  "--seeds", "0", "--quiet", "--out", str(root / "ol.json"), "--runs-dir", str(root)]) == 0
     for row in json.loads((root / "ol.json").read_text())["runs"]:  # seed 0's run at the chosen rate: ol/<method>
         (root / "ol" / row["method"] / f"lr{row['lr']:g}-seed0").rename(root / "chosen")
@@ -535,6 +539,8 @@ def tiny_runs(tmp_path_factory):
     cfg = TrainConfig(epochs=1, batch=4, lr=1.0, seed=0)
     model = recurrent_model(RecurrentConfig(V=corpus.V, cell="rnn", m=8, h=12, seed=1))
     train(model, corpus, cfg, out_dir=root / "rnn", quiet=True, backend=StreamBackend(model, cfg, StreamConfig(T=9)))
+    model = WindowRecurrent(WindowRecurrentConfig(V=corpus.V, cell="lstm", n=5, m=8, h=12, seed=1))
+    train(model, corpus, replace(cfg, batch=32), out_dir=root / "lstm-4", quiet=True)
     model = FastTransformer(TransformerConfig(V=corpus.V, n_ctx=6, m=8, heads=2, layers=1, d_ff=16, seed=1))
     cfg = TrainConfig(epochs=1, batch=8, lr=3e-3, optimizer="adam", tie=True, max_updates=30, seed=0)
     train(model, corpus, cfg, out_dir=root / "transformer", quiet=True, backend=BlockBackend(model, cfg, clip=1.0))
@@ -550,9 +556,9 @@ def _sample(capsys, *args):
 
 
 @pytest.mark.parametrize("which", ["nplm", "nplm/checkpoint.npz", "ol/class-frequency", "ol/tree-huffman", "ol/nce",
-                                   "rnn", "transformer", "kn3", "interp"])
+                                   "ol/lightrnn", "rnn", "lstm-4", "transformer", "kn3", "interp"])
 def test_sample_is_fixed_by_its_seed(tiny_runs, capsys, which):
-    model = str(tiny_runs / which) if "/" in which or which in ("nplm", "rnn", "transformer") else which
+    model = str(tiny_runs / which) if "/" in which or which in ("nplm", "rnn", "lstm-4", "transformer") else which
     runs = [_sample(capsys, model, *SYN, "--words", "25", "--seed", str(s), "--prompt", "the", "--quiet")
             for s in (3, 3, 4)]
     assert all(status == 0 and err == "" for status, _, err in runs), runs

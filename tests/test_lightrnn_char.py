@@ -43,7 +43,8 @@ def test_lightrnn_is_a_method_of_output_layers():
     model, desc = build_model("lightrnn", corpus, NPLMConfig(V=corpus.V, seed=1, **NETWORK), None)
     assert "lightrnn" in METHODS and desc["table"] == [7, 7]
     c, _ = corpus.windows("valid", model.order)
-    assert np.allclose(model.probs(c[:50]).sum(axis=1), 1.0, atol=1e-5)
+    p = model.probs(c[:50])  # first: the input layer fills the rows of C it reads (a sampler asks probs alone)
+    assert np.allclose(p.sum(axis=1), 1.0, atol=1e-5) and np.allclose(p, np.exp(model.log_probs(c[:50])))
     cfg = TrainConfig(epochs=2, batch=32, lr=1.0, seed=0, threads=1)
     hist = train(model, corpus, cfg, quiet=True, backend=LightRNNBackend(model, cfg))["epochs"]
     assert hist[-1]["valid_ppl"] < hist[0]["valid_ppl"] < corpus.V
@@ -71,3 +72,40 @@ def test_char_lstm_is_a_row_of_the_recurrent_table():
     assert parameter_counts(corpus.V, True, ["char-lstm"])["char-lstm"] == model.num_params()
     norms = gradient_through_time(model, corpus.valid, K=3, positions=4, warmup=2)  # through the LSTM it wraps
     assert len(norms) == 4 and all(n > 0 for n in norms)
+
+
+def test_a_char_lstm_checkpoint_samples_through_the_cli(tmp_path, capsys):
+    """A tiny character-aware LSTM trained one epoch on the stream (its checkpoint saved by the trainer,
+    as every run's is) samples through ``python -m nplm_edu sample``: the layer rebuilt from the
+    checkpoint spells the corpus's words, so the CLI draws the very words the trained model in memory
+    draws with the same seed. A checkpoint whose meta predates the layer's record (the row's first
+    runs) is read from its parameters' shapes, with the same text."""
+    from nplm_edu.analysis.sampling import sample
+    from nplm_edu.cli import main
+    from nplm_edu.cli.sample import context_ids
+    from nplm_edu.training.checkpoint import load_checkpoint, save_checkpoint
+
+    syn = ["--corpus", "synthetic", "--synthetic-tokens", "3000"]
+    corpus = load_corpus("synthetic", synthetic_tokens=3_000)  # the corpus those options name
+    model = char_lstm(corpus.vocab.words, seed=1, sizes={"h": 12}, quick=True)
+    cfg = TrainConfig(epochs=1, batch=4, lr=1.0, seed=2)
+    train(model, corpus, cfg, out_dir=tmp_path / "run", quiet=True, backend=StreamBackend(model, cfg, StreamConfig(T=8)))
+    path = tmp_path / "run" / "checkpoint.npz"
+    meta, params, best, extra = load_checkpoint(path)
+    assert meta["kind"] == "lstm" and "C" not in params
+    assert meta["input"] == {"char": {"d": 8, "widths": [1, 2, 3], "filters": 4, "max_len": 20}}  # CHAR_QUICK
+    prompt = "the"
+    ids = context_ids(model, corpus.vocab, prompt)
+    expected = [prompt, *corpus.vocab.decode(sample(model, ids, np.random.default_rng(5), length=12)[0])]
+
+    def cli_words(where):
+        status = main(["sample", str(where), *syn, "--words", "12", "--seed", "5", "--prompt", prompt, "--latest",
+                       "--quiet"])
+        out, err = capsys.readouterr()
+        assert status == 0 and err == "", err
+        return out.split()
+
+    assert cli_words(tmp_path / "run") == expected
+    old = {k: v for k, v in meta.items() if k != "input"}
+    save_checkpoint(tmp_path / "old" / "checkpoint.npz", params, old, best, extra)
+    assert cli_words(tmp_path / "old") == expected

@@ -6,7 +6,8 @@
 
 A checkpoint (or the run folder holding ``checkpoint.npz``) of the NPLM, of the NPLM with a cheap
 output layer (``reproduce output-layers``, with the ``run_config.json`` beside it), of a
-recurrent network or of a Transformer (``reproduce recurrent``); or an n-gram by name (``kn5``, ``kn3``, ``mle3``, ``interp``: the deleted-
+recurrent network (the character-aware LSTM too: it spells the corpus's vocabulary) or of a Transformer
+(``reproduce recurrent``); or an n-gram by name (``kn5``, ``kn3``, ``mle3``, ``interp``: the deleted-
 interpolation trigram), fitted on the training split first. The corpus options name the data the
 network was trained on (its vocabulary reads and writes the words; another split is refused).
 """
@@ -29,6 +30,7 @@ from ..models.transformer import Transformer
 from .corpus import add_corpus_args, corpus_from_args
 
 NGRAM = re.compile(r"^(mle|kn|interp)([2-5]?)$")
+WINDOW_KINDS = tuple(f"{cell}-window" for cell in ALL_CELLS)  # a recurrent cell reading the last n-1 words
 ACCEPTED = "a checkpoint.npz, a run folder holding one, or an n-gram: kn5, kn3, mle3, interp"
 
 
@@ -60,8 +62,9 @@ def _check_options(args) -> None:
 
 
 def _output_layer_network(path: Path, meta: dict, corpus):
-    """An NPLM with a cheap output layer, rebuilt as ``reproduce output-layers`` built it (its
-    ``run_config.json`` names the method), with the checkpoint's parameters."""
+    """An NPLM with a cheap output layer (or LightRNN's input and output layers), rebuilt as
+    ``reproduce output-layers`` built it (its ``run_config.json`` names the method); its parameters are
+    not yet set."""
     from ..experiments.output_layers import OutputLayersOptions
     from ..experiments.output_methods import build_model
     from ..models.nplm import NPLMConfig
@@ -69,8 +72,8 @@ def _output_layer_network(path: Path, meta: dict, corpus):
 
     stamp = path.parent / "run_config.json"
     if not stamp.is_file():
-        raise UserError(f"{path} holds an NPLM with the {meta['kind'][5:]} output layer, but no run_config.json "
-                        "beside it says how that layer was built")
+        what = f"the {meta['kind'][5:]} output layer" if meta["kind"] != "nplm" else "an input layer other than C"
+        raise UserError(f"{path} holds an NPLM with {what}, but no run_config.json beside it says how it was built")
     doc = json.loads(stamp.read_text())
     s = doc.get("settings", {})
     opts = OutputLayersOptions(n_classes=s.get("n_classes"), k_is=s.get("k_is", 100), k_nce=s.get("k_nce", 25),
@@ -84,10 +87,18 @@ def _loaders() -> dict:
     reads whole (an NPLM with a cheap output layer, kind ``nplm-<layer>``, is read apart: it needs its
     run folder's run_config.json)."""
     from ..training.blocks import transformer_from_checkpoint
-    from ..training.checkpoint import model_from_checkpoint
+    from ..numerics.window_recurrent import WindowRecurrent, WindowRecurrentConfig
+    from ..training.checkpoint import build_from_meta, model_from_checkpoint, network_from_checkpoint
     from ..training.stream import recurrent_from_checkpoint
 
+    def window_recurrent(path, best):  # lstm-4 of ``reproduce recurrent``: read as an NPLM is, from its window
+        def build(meta):
+            return build_from_meta(path, lambda c: WindowRecurrent(WindowRecurrentConfig(**c)), meta["model"])
+
+        return network_from_checkpoint(path, WINDOW_KINDS, "a recurrent network reading a window", build, best)
+
     return {"nplm": model_from_checkpoint, **dict.fromkeys(ALL_CELLS, recurrent_from_checkpoint),
+            **dict.fromkeys(WINDOW_KINDS, window_recurrent),
             # read as the recurrent models are: it keeps the last n_ctx words read
             Transformer.kind: lambda path, best: transformer_from_checkpoint(path, best).window_model()}
 
@@ -95,6 +106,7 @@ def _loaders() -> dict:
 def load_model(spec: str, corpus, latest: bool = False, quiet: bool = False):
     """The model ``spec`` names (see the module docstring), ready to sample from ``corpus``'s vocabulary."""
     from ..training.checkpoint import load_checkpoint, set_params
+    from ..training.stream import char_recurrent_network
 
     path = _checkpoint_path(spec)
     if path is None:
@@ -113,9 +125,12 @@ def load_model(spec: str, corpus, latest: bool = False, quiet: bool = False):
     if kind not in loaders and not kind.startswith("nplm-"):
         raise UserError(f"{path} holds {a_model(kind)} model, which sample cannot read")
     check_trained_on(path, meta, corpus)
-    if kind in loaders:
+    if kind in ALL_CELLS and "C" not in params:  # the character-aware LSTM: it spells the corpus's words
+        model = char_recurrent_network(path, meta, params, corpus.vocab.words)
+    elif kind in loaders and not (kind == "nplm" and "C" not in params):  # LightRNN's NPLM has no C
         return loaders[kind](path, not latest)
-    model = _output_layer_network(path, meta, corpus)
+    else:
+        model = _output_layer_network(path, meta, corpus)
     set_params(model, best if best is not None and not latest else params)
     return model
 

@@ -112,6 +112,11 @@ class CharInput(InputLayer):
         self.S = spell(words, self.char.max_len)  # (|V|, L) the spelling of every word of the vocabulary
         self.decayed = ("Q",) + tuple(f"F_{w}" for w in self.char.widths) + ("W_H", "W_T")
 
+    def describe(self) -> dict:
+        """The layer's shape, kept in a checkpoint's meta (``input``) to rebuild it."""
+        return {"char": {"d": self.char.d, "widths": list(self.char.widths), "filters": self.char.filters,
+                         "max_len": self.char.max_len}}
+
     def init_params(self, rng, dtype) -> dict:
         c, m = self.char, self.m
         Q = rng.uniform(-0.1, 0.1, size=(len(INVENTORY) + 4, c.d))  # (|chars|, d)

@@ -41,6 +41,11 @@ class InputLayer:
         """dL/d params (keyed like the parameters) from dL/dx (shaped like x)."""
         raise NotImplementedError
 
+    def describe(self) -> dict:
+        """What a checkpoint's meta keeps to rebuild the layer (``input``); empty: nothing (the run's
+        own settings rebuild it)."""
+        return {}
+
 
 class Table(InputLayer):
     """The paper's look-up table: x = C(w), C (|V|, m), drawn from U(-0.1, 0.1) as the NPLM's here.
@@ -140,6 +145,6 @@ class WithInput:
         method.__doc__ = f"The network's ``{name}``, its words' rows of C computed by the input layer first."
         return method
 
-    log_probs, log_prob, perplexity = _reads("log_probs"), _reads("log_prob"), _reads("perplexity")
+    log_probs, log_prob, perplexity, probs = _reads("log_probs"), _reads("log_prob"), _reads("perplexity"), _reads("probs")
     chunk_log_prob, log_prob_stream, forward = _reads("chunk_log_prob"), _reads("log_prob_stream"), _reads("forward")
     del _reads

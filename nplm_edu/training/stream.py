@@ -29,6 +29,8 @@ import numpy as np
 from ..data.corpus import Corpus
 from ..data.vocab import PARAGRAPH
 from ..errors import UserError
+from ..models.char_input import CharConfig, CharInput
+from ..models.input import WithInput
 from ..models.rnn import ALL_CELLS, RecurrentConfig
 from ..numerics.recurrent import recurrent_model
 from ..numerics.threads import set_threads
@@ -215,3 +217,22 @@ def recurrent_from_checkpoint(path, best: bool = True):
         return build_from_meta(path, lambda config: recurrent_model(RecurrentConfig(**config)), meta["model"])
 
     return network_from_checkpoint(path, ALL_CELLS, "a recurrent one (RNN, LSTM or GRU)", build, best)
+
+
+def char_recurrent_network(path, meta: dict, params: dict, words):
+    """The recurrent network of a checkpoint whose parameters hold the character-aware input layer's
+    (``Q``, ``F_w`` ...) instead of C, rebuilt with that layer spelling ``words`` (the vocabulary it was
+    trained on, in id order: the layer spells each id's word); its parameters are not yet set. The
+    layer's shape is the one the meta records (``input``), else, in a checkpoint written before the meta
+    recorded it, the one its parameters' shapes give, words cut at the default length."""
+    if len(words) != meta["model"].get("V"):
+        raise UserError(f"{path} holds a network over {meta['model'].get('V')} words, not the {len(words)} given")
+    shape = meta.get("input", {}).get("char")
+    if shape is None:
+        widths = sorted(int(k[2:]) for k in params if k.startswith("F_"))
+        if "Q" not in params or not widths:
+            raise UserError(f"{path} holds a recurrent network with neither a table C nor a character-aware input")
+        shape = {"d": params["Q"].shape[1], "widths": widths, "filters": params[f"F_{widths[0]}"].shape[0] // widths[0]}
+    layer = build_from_meta(path, lambda c: CharInput(words, CharConfig(**{**c, "widths": tuple(c["widths"])})), shape)
+    net = build_from_meta(path, lambda config: recurrent_model(RecurrentConfig(**config)), meta["model"])
+    return WithInput(net, layer, seed=net.config.seed)

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..data.corpus import Corpus
 from ..errors import UserError
+from ..models.input import WithInput
 from ..progress import progress_bar
 from .backends import Backend, SerialBackend
 from .checkpoint import TrainingDiverged, TrainState, data_fingerprints, nothing_to_train
@@ -201,6 +202,8 @@ class _Run:
         self.backend.save_rng(self.state)
         meta = {"kind": self.model.kind, "model": asdict(self.model.config),
                 "train": asdict(self.config), "data": self.fingerprint, "state": asdict(self.state)}
+        if isinstance(self.model, WithInput) and self.model.input.describe():  # an input layer other than C
+            meta["input"] = self.model.input.describe()  # how to rebuild it
         self.keeper.save(params, meta, self.best, self.backend.extra_arrays())
         self.last_save = time.monotonic()
 
