@@ -213,7 +213,8 @@ def _add_recurrent(sub) -> None:
                 help="recurrent models against the NPLM by the comparison protocol (CPU hours, resumable, parallel)",
                 description=description(recurrent.__doc__, 1))
     add_options(q, recurrent.RecurrentOptions(), skip=recurrent.FIELDS, help={
-        "models": f"rows to train, comma-separated, among {','.join(recurrent.ROWS)}",
+        "models": f"rows to train, comma-separated, among {','.join(recurrent.ROWS)}; "
+                  f"{','.join(recurrent.NAMED_ONLY)} train only when named here",
         "seeds": "seeds of the chosen learning rate, comma-separated (default: all of the protocol's, "
                  + ",".join(map(str, recurrent.RECURRENT_PROTOCOL.seeds)) + ")",
         "quick": f"the same pipeline on a tiny slice with a small network, into {_quick('recurrent')}",

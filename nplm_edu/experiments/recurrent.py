@@ -1,9 +1,10 @@
 """``python -m nplm_edu reproduce recurrent``: after 2003, recurrent language models against the NPLM, compared by one protocol.
 
-Every row of ``recurrent_rows.ROWS`` (the Elman network, the LSTM, the GRU,
-and two controls: the same LSTM fed only the last four words, and the NPLM with the LSTM's dropout
-and about its parameter count) is trained by the comparison protocol
-(``protocol.RECURRENT_PROTOCOL``): its learning rate chosen on validation
+Every row of ``recurrent_rows.ROWS`` is trained by the comparison protocol
+(``protocol.RECURRENT_PROTOCOL``); the default rows (``ORDER``) are the Elman network, the LSTM, the
+GRU and two controls (the same LSTM fed only the last four words, and the NPLM with the LSTM's dropout
+and about its parameter count), and three more train only when named (``NAMED_ONLY``: the
+character-aware LSTM and the two Transformers). Each row has its learning rate chosen on validation
 from the grid 1, 3, 10, 30 (the validation perplexity after 2 epochs, seed 0), then seeds 0, 1, 2
 trained to early stopping (patience 3, at most 40 epochs), the test set scored once per seed, on the
 comparison slice of Brown (:func:`~nplm_edu.experiments.protocol.comparison_corpus`: the first
@@ -13,7 +14,8 @@ in :mod:`nplm_edu.experiments.recurrent_rows`. The difference lstm - lstm-4 is w
 the last four buy the LSTM; lstm - nplm-dropout compares the architectures at equal regularization
 and about equal size. Commands::
 
-    python -m nplm_edu reproduce recurrent                              # every row, every seed: recurrent.json
+    python -m nplm_edu reproduce recurrent                              # the default rows, every seed: recurrent.json
+    python -m nplm_edu reproduce recurrent --models char-lstm,transformer-4,transformer-32  # the other three
     python -m nplm_edu reproduce recurrent --models lstm,gru --seeds 0,1  # some rows and seeds (one process each)
     python -m nplm_edu reproduce recurrent --quick                      # the same pipeline on a tiny slice
 
@@ -66,7 +68,8 @@ from .skeleton import results_file, runs_for
 
 QUICK_SLICE = (5_000, 1_000, 1_000)  # --quick: train / valid / test tokens
 QUICK_PROTOCOL = replace(RECURRENT_PROTOCOL, grid_epochs=1, patience=1, max_epochs=2)
-ORDER = ("rnn", "lstm", "gru", "lstm-4", "nplm-dropout")  # the table's rows, in this order
+ORDER = ("rnn", "lstm", "gru", "lstm-4", "nplm-dropout")  # the table's rows, in this order: the default
+NAMED_ONLY = tuple(name for name in ROWS if name not in ORDER)  # the rows trained only when --models names them
 
 # The chapter's small examples (``settings``): one model trained with the stream trainer, its settings given.
 SETTINGS = {"lstm": (RecurrentConfig(V=2, cell="lstm", m=256, h=256), replace(RULE, lr=20.0, epochs=15, patience=2),
@@ -78,7 +81,8 @@ QUICK = {**QUICK_SIZES, "epochs": 2}
 
 @dataclass
 class RecurrentOptions:
-    """The command's options (``CLI_OPTIONS``): ``models``, comma-separated rows (default all);
+    """The command's options (``CLI_OPTIONS``): ``models``, comma-separated rows (default ``ORDER``; the
+    rows of ``NAMED_ONLY`` train only when named);
     ``seeds``, comma-separated seeds of the protocol (default all); ``quick``: the pipeline on a tiny
     slice. The other fields override ``SETTINGS`` for :func:`settings` (the chapter's examples)."""
 
@@ -130,23 +134,23 @@ def parse_models(text: str) -> list[str]:
     return sorted(set(models), key=lambda m: (ORDER + tuple(ROWS)).index(m))
 
 
-def header(corpus, kn: dict, quick: bool, names=()) -> dict:
+def header(corpus, kn: dict, quick: bool) -> dict:
     """What the results file says once: its settings, the same for every process filling it, and its
-    descriptions (``protocol.DESCRIPTIONS``), merged with those other processes wrote: ``descriptions``,
-    what each row is and its parameter count, for the default rows and ``names`` (the rows this process
-    trains). ``rows`` and ``parameters`` describe the default rows alone, in the form every results file
-    of this target has them (a writer that compares them would set aside a file where they differ)."""
-    counts = parameter_counts(corpus.V, quick, dict.fromkeys((*ORDER, *names)))  # built, not trained
+    descriptions (``protocol.DESCRIPTIONS``, merged with those other processes wrote): ``rows``, what each
+    row the command can train is (the default rows, then ``NAMED_ONLY``); ``parameters``, each row's
+    parameter count (built, not trained); ``descriptions``, both together."""
+    names = (*ORDER, *NAMED_ONLY)
+    counts = parameter_counts(corpus.V, quick, names)
     return {"corpus": corpus.name, "V": corpus.V, "quick": bool(quick),
             "tokens": {s: int(len(corpus.split(s))) for s in ("train", "valid", "test")},
             "slice": {"train": COMPARISON_SLICE[0], "valid": COMPARISON_SLICE[1], "test": "whole split"}
             if not quick else {"train": QUICK_SLICE[0], "valid": QUICK_SLICE[1], "test": QUICK_SLICE[2]},
-            "rows": {name: ROWS[name].what for name in ORDER if name in ROWS},
+            "rows": {name: ROWS[name].what for name in names},
             "rule": {**{k: getattr(RULE, k) for k in ("lr_decay", "weight_decay", "dropout_x", "dropout_a",
                                                         "decay_rate", "threads")},
                      **sizes(quick), "clip": STREAM.clip, "window_n": N, "window_batch": "B T windows",
                      "loss": "mean NLL per token, SGD"},
-            "parameters": {**{name: counts[name] for name in ORDER},
+            "parameters": {**counts,
                            "nplm-dropout/lstm": round(counts["nplm-dropout"] / counts["lstm"], 4)},
             "kn5": {"valid": r3(ppl(kn["valid"])), "test": r3(ppl(kn["test"])),
                     "what": "our modified Kneser-Ney 5-gram fitted on the same training slice"},
@@ -169,7 +173,7 @@ def run_recurrent(opts: RecurrentOptions | None = None, spec: CorpusSpec | None 
     runs = runs_for(opts.runs_dir, out)
     with one_blas_thread():
         kn = kn5_log_probs(corpus, runs)
-        doc = header(corpus, kn, opts.quick, names)
+        doc = header(corpus, kn, opts.quick)
         for name in names:
             run_row(name, corpus, kn, protocol, seeds, runs, out, doc, opts, quiet, started)
     print(f"wrote {out}")
