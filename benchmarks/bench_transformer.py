@@ -3,7 +3,7 @@ installed) of the same model in PyTorch on the same shapes and threads; and, wit
 time per word against the window length.
 
     .venv/bin/python benchmarks/bench_transformer.py [--seconds 10] [--threads 1,2] [--json F]
-    .venv/bin/python benchmarks/bench_transformer.py --context [--json runs/transformer_context.json]
+    .venv/bin/python benchmarks/bench_transformer.py --context [--json data/results/bench_transformer_context.json]
 
 Shapes: |V| = 17,907 (Brown), m = 128, 4 heads, 2 blocks, d_ff = 512, the output tied to the table,
 windows of 4 words (the NPLM's context; K = 128 windows a batch) and of 32 (K = 16): 512 predicted
@@ -19,8 +19,9 @@ alternate in rounds and the best round of each counts; the load average before a
 Target: >= 1.0x PyTorch on 1 and 2 threads.
 
 PyTorch is imported when installed, or from ``/tmp/threads/torch_site`` when that folder exists.
-``--context`` times :func:`nplm_edu.analysis.transformer.time_per_word` for windows of 4 to 256 words
-(one thread) and writes its rows with the load average around them.
+``--context`` times :func:`nplm_edu.analysis.transformer.time_per_word` for windows of 4 to 1,024 words
+(:data:`WINDOWS`, one thread; chapter 12 draws the committed file) and writes its rows with the load
+average and the other processes' share of the cores around them.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from nplm_edu.training.trainer import TrainConfig  # noqa: E402
 V, WORDS = 17_907, 512
 SHAPE = TransformerConfig(V=V, n_ctx=32, m=128, heads=4, layers=2, d_ff=512, tie=True)
 CONTEXTS = (4, 32)  # the NPLM's window, and a long one
+WINDOWS = (4, 16, 64, 256, 1024)  # --context: the window lengths chapter 12 draws
 
 
 def batches(T: int, count: int = 4, seed: int = 0):
@@ -138,7 +140,7 @@ def main() -> None:
 
         use_threads(1, None)
         doc = {"shape": {k: v for k, v in vars(SHAPE).items() if k != "n_ctx"}, "words_per_batch": WORDS,
-               "rows": time_per_word(SHAPE, contexts=(4, 8, 16, 32, 64, 128, 256), words=WORDS)}
+               "rows": time_per_word(SHAPE, contexts=WINDOWS, words=WORDS)}
         for r in doc["rows"]:
             print(f"n_ctx {r['n_ctx']:4d}  {r['us_per_word']:9.1f} us a word  (attention {r['attention_us_per_word']:.1f})")
     else:
