@@ -61,6 +61,11 @@ def test_the_times_to_quality_say_never_once():
     assert rows["class-frequency"] == [("never within 5% or 1% (best 300.0)", 4)]
     one = {r[0]: r[1:] for r in time_rows(document(FULL[:1] + TREE[:1]), ("cpu_seconds",))}
     assert one["full"] == ["300 s", "300 s"]  # one seed: the mean alone
+    spanned = {r[0]: r[7:] for r in comparison_rows(document(FULL + TREE + never), span=True)}
+    assert spanned["class-frequency"] == [("never within 5% or 1% (best 300.0)", 2)]  # once, across both
+    assert spanned["tree-huffman"] == ["20 s", "never (255.0)"]  # reached 5%: two cells
+    plain = {r[0]: r[7:] for r in comparison_rows(document(FULL + TREE + never))}
+    assert plain["class-frequency"] == ["never (300.0)", "never (300.0)"]  # text output: plain cells
 
 
 def test_a_partial_file_without_the_reference_and_with_one_seed():
