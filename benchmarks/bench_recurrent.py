@@ -26,6 +26,11 @@ least one whole step): a speed is the median over the rounds (the best round bes
 median of the ratios within each round, with its quartiles. Targets: >= 1.0x PyTorch on 1 and 2
 threads; on 2 threads >= 1.7x our own speed on one and our lead over PyTorch on 2 threads >= 85% of our
 lead on one (the medians).
+
+``--readable`` times instead the GRU's fast step (:class:`~nplm_edu.numerics.recurrent.FastGRU`) against
+the readable one (:class:`~nplm_edu.models.gru.GRU`), the same step and shapes on one thread, in the same
+interleaved rounds: the median of the rounds' fast/readable ratios with its quartiles (``--json``: e.g.
+``data/results/bench_gru_readable.json``).
 """
 
 from __future__ import annotations
@@ -38,9 +43,9 @@ from pathlib import Path
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import (METHOD, OthersMeter, import_torch, interleaved_rounds, per_round, quartiles,  # noqa: E402
-                            round_scaling, scaling_line, speed_fields, summary, targets_met, threads_from_argv,
-                            use_threads)
+from threads_common import (METHOD, OthersMeter, fast_vs_readable, import_torch, interleaved_rounds,  # noqa: E402
+                            per_round, quartiles, ratio_of_rounds, readable_line, round_scaling, scaling_line,
+                            speed_fields, summary, targets_met, threads_from_argv, use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -85,13 +90,14 @@ def batches(count: int, seed: int = 0):
     return [(rng.choice(V, (B, T), p=p), rng.choice(V, (B, T), p=p)) for _ in range(count)]
 
 
-def numpy_step(h: int, output: str = "full", cell: str = "lstm"):
-    """Our training step, as the trainer calls it (no dropout); ``output`` "full" or "class"."""
+def numpy_step(h: int, output: str = "full", cell: str = "lstm", fast: bool = True):
+    """Our training step, as the trainer calls it (no dropout); ``output`` "full" or "class"; ``fast``
+    False: the readable reference model (:mod:`nplm_edu.models.gru`, ...) instead of the fast one."""
     layer = None
     if output == "class":
         counts = np.round(1e6 * ZIPF / ZIPF.sum()).astype(np.int64)  # expected counts of a million tokens
         layer = ClassSoftmax(V, h, frequency_classes(counts, round(np.sqrt(V))))
-    model = recurrent_model(RecurrentConfig(V=V, cell=cell, m=h, h=h, seed=0), layer)
+    model = recurrent_model(RecurrentConfig(V=V, cell=cell, m=h, h=h, seed=0), layer, fast=fast)
     cfg = TrainConfig(batch=B, lr=1.0, weight_decay=0.0)
     backend = StreamBackend(model, cfg, StreamConfig(T=T, clip=0.25))
     state = {"first": True}
@@ -150,7 +156,7 @@ def table_rows(cell: str, h: int, speeds: dict, peak: dict, torch_version) -> li
         line = (f"{cell:>4} {h:4d} {t:7d} {b['ours']:10.0f} {gf:8.1f} {gf / peak[t]:8.1%} "
                 + (f"{cls:11.0f} {cls / b['ours']:10.2f}" if cls else f"{'-':>11} {'-':>10}"))
         if torch_version:
-            vs_torch = quartiles([a / c for a, c in zip(sp["ours"], sp["torch"])])[1]
+            vs_torch = ratio_of_rounds(sp["ours"], sp["torch"])["median"]
             line += f" {b['torch']:11.0f} {vs_torch:10.2f}"
         print(line, flush=True)
         rows.append({"cell": cell, "h": h, "m": h, "V": V, "B": B, "T": T, "threads": t, "output": "full softmax",
@@ -170,6 +176,18 @@ def class_scaling(speeds: dict) -> dict:
     return {"class_2_over_1": s["median"], "class_2_over_1_iqr": s["iqr"]}
 
 
+def readable_rows(seconds: float, rounds: int) -> list[dict]:
+    """``--readable``: the GRU's fast step (:class:`nplm_edu.numerics.recurrent.FastGRU`) against the
+    readable one (:class:`nplm_edu.models.gru.GRU`), float32, one thread, at every size of HIDDEN."""
+    rows = []
+    for h in HIDDEN:
+        row = fast_vs_readable(numpy_step(h, cell="gru"), numpy_step(h, cell="gru", fast=False), batches(4),
+                               seconds, rounds, "tokens_per_s", min_steps=1, warmup=0)
+        rows.append({"cell": "gru", "h": h, "m": h, "V": V, "B": B, "T": T, "output": "full softmax", **row})
+        print(readable_line(f"GRU h {h}", row, "tokens_per_s"), flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     ap.add_argument("--rounds", type=int, default=11, help="interleaved rounds (the medians are kept)")
@@ -177,8 +195,13 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
     ap.add_argument("--cells", default=",".join(CELLS), help="cells, comma-separated (default lstm,gru)")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+    ap.add_argument("--readable", action="store_true",
+                    help="time the GRU's fast step against its readable reference instead (one thread)")
     ap.add_argument("--json", help="also write the results here (e.g. data/results/bench_recurrent_threads.json)")
     args = ap.parse_args()
+    if args.readable:
+        run_readable(args)
+        return
     cells = [c for c in args.cells.split(",") if c]
     if any(c not in CELLS for c in cells):
         ap.error(f"--cells: choose from {', '.join(CELLS)}")
@@ -221,6 +244,21 @@ def main() -> None:
             "load_average_after": load_after, "matmul_peak_gflops": {str(t): round(peak[t], 2) for t in THREADS},
             "flops_per_token": "6 |V| h + 6 (G h)(m + h), G = 4 (LSTM), 3 (GRU)", "rows": rows, "scaling": scale, "targets_met": met},
             started, command=command_line())
+        print(f"wrote {args.json}")
+
+
+def run_readable(args) -> None:
+    """``--readable``: :func:`readable_rows`, printed with the load around them (and written to --json)."""
+    from nplm_edu.experiments.common import command_line, write_results
+
+    started, load_before, others = time.monotonic(), list(os.getloadavg()), OthersMeter()
+    rows = readable_rows(args.seconds, args.rounds)
+    doc = {"benchmark": "GRU, fast step against the readable reference", "rows": rows,
+           "load_average_before": load_before, "load_average_after": list(os.getloadavg()),
+           "others_cpu_share": round(others.share(), 3)}
+    print(f"load average before {load_before[0]:.2f}, after {doc['load_average_after'][0]:.2f}; {others.line()}")
+    if args.json:
+        write_results(Path(args.json), doc, started, command=command_line())
         print(f"wrote {args.json}")
 
 

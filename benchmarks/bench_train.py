@@ -33,8 +33,8 @@ from pathlib import Path
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import (METHOD, OthersMeter, import_torch, interleaved_rounds, quartiles, round_scaling,  # noqa: E402
-                            scaling_line, speed_fields, targets_met, threads_from_argv, use_threads)
+from threads_common import (METHOD, OthersMeter, import_torch, interleaved_rounds, quartiles,  # noqa: E402
+                            ratio_of_rounds, round_scaling, scaling_line, speed_fields, targets_met, threads_from_argv, use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -195,7 +195,7 @@ def row_of(name, shape, K, T, speeds, peak, have_torch, old) -> dict:
     gf = med["ours"] * flops_per_example(**shape) / 1e9
 
     def ratio(other):
-        return round(quartiles([a / b for a, b in zip(speeds["ours"], speeds[other])])[1], 3)
+        return ratio_of_rounds(speeds["ours"], speeds[other])["median"]
 
     return {"shape": name, **shape, "V": V, "batch": K, "threads": T, "rounds": len(speeds["ours"]),
             **speed_fields(speeds["ours"], "ours_examples_per_s"), "gflops": round(gf, 2), "of_peak": round(gf / peak, 4),

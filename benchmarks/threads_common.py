@@ -170,6 +170,33 @@ def round_scaling(speeds: dict, have_torch) -> dict:
     return out
 
 
+def ratio_of_rounds(a: list[float], b: list[float]) -> dict:
+    """{"median", "iqr"} of a[r] / b[r] over the rounds r: each round's ratio from that round's two
+    measurements alone (the machine's drift from round to round cancels), then their median and quartiles."""
+    return summary([x / y for x, y in zip(a, b)])
+
+
+def fast_vs_readable(fast, readable, data, seconds: float, rounds: int, unit: str, **loop) -> dict:
+    """A fast path against its readable reference, one training step each on one thread, in
+    :func:`interleaved_rounds` (a first round dropped; ``loop``: :func:`time_loop`'s): each speed the
+    median over the rounds (``*_best``: the best round), ``fast_over_readable`` the median of the
+    rounds' ratios with its quartiles. ``unit``: what the speeds count, e.g. "examples_per_s"."""
+    sp = interleaved_rounds({"fast": fast, "readable": readable}, data, [1], None, seconds, rounds,
+                            warm_round=True, **loop)[1]
+    r = ratio_of_rounds(sp["fast"], sp["readable"])
+    return {"threads": 1, "method": METHOD, "rounds": len(sp["fast"]), "seconds_per_measurement": seconds,
+            **speed_fields(sp["fast"], f"fast_{unit}"), **speed_fields(sp["readable"], f"readable_{unit}"),
+            "fast_over_readable": r["median"], "fast_over_readable_iqr": r["iqr"]}
+
+
+def readable_line(label: str, row: dict, unit: str) -> str:
+    """The printed line of :func:`fast_vs_readable`'s row."""
+    q1, q3 = row["fast_over_readable_iqr"]
+    return (f"{label}, one thread, median of {row['rounds']} rounds: fast {row[f'fast_{unit}']:,.0f}, readable "
+            f"{row[f'readable_{unit}']:,.0f} {unit.replace('_per_s', '')}/s; fast/readable "
+            f"x{row['fast_over_readable']:.2f} (quartiles {q1:.2f}-{q3:.2f})")
+
+
 def speed_fields(speeds: list[float], name: str) -> dict:
     """{name: the median words/s over the rounds, name_best: the best round}."""
     return {name: round(quartiles(speeds)[1], 1), f"{name}_best": round(max(speeds), 1)}

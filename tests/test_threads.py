@@ -411,3 +411,30 @@ def test_a_cheap_output_layer_runs_blas_on_one_thread_on_several_threads(monkeyp
     threads.set_threads(1)
     nplm.sgd_update(np.array([[1, 2], [3, 4]]), np.array([5, 6]), 0.1, 1e-4)
     assert seen[-1] == 1
+
+
+def test_the_transformers_cheap_output_layer_and_the_nplms_scoring_run_blas_on_one_thread(monkeypatch):
+    """As the class layer's steps above: on several threads the Transformer's step and scoring with a
+    cheap output layer, and SparseNPLM.log_prob, keep BLAS on one thread and give the count back."""
+    from nplm_edu.models.class_softmax import ClassSoftmax
+    from nplm_edu.models.transformer import TransformerConfig
+    from nplm_edu.numerics.sparse import SparseNPLM
+    from nplm_edu.numerics.transformer import FastTransformer
+
+    threads.set_threads(2)
+    if blas.blas_info()["threads"] is None:
+        pytest.skip("numpy's BLAS does not say its thread count")
+    seen = []
+    for name in ("loss", "log_prob"):
+        real = getattr(ClassSoftmax, name)
+        monkeypatch.setattr(ClassSoftmax, name, lambda self, *a, _real=real, **kw: (
+            seen.append((_real.__name__, blas.blas_info()["threads"])), _real(self, *a, **kw))[1])
+    tr = FastTransformer(TransformerConfig(V=40, n_ctx=3, m=6, heads=2, layers=1, d_ff=8, tie=False, seed=0))
+    tr.output = _class_layer(40, 6)
+    tr.params.update(tr.output.init_params(np.random.default_rng(0), tr.params["U"].dtype))
+    X = np.arange(6).reshape(2, 3)
+    tr.loss_and_grads(X, X + 1)
+    tr.next_log_prob(X, np.array([4, 5]))
+    nplm = SparseNPLM(NPLMConfig(V=40, n=3, m=4, h=5, seed=0, direct=False), _class_layer(40, 5))
+    nplm.log_prob(np.array([[1, 2], [3, 4]]), np.array([5, 6]))
+    assert seen == [("loss", 1), ("log_prob", 1), ("log_prob", 1)] and blas.blas_info()["threads"] == 2

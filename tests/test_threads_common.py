@@ -74,3 +74,21 @@ def test_interleaved_rounds_run_every_configuration_once_a_round_in_rotated_orde
     assert {t: {w: len(v) for w, v in by.items()} for t, by in got.items()} == {1: {"ours": 3, "torch": 3},
                                                                                2: {"ours": 3, "torch": 3}}
     assert got[1]["ours"][0] == 5.0 and got[2]["ours"][0] == 6.0  # the first kept round's measurements
+
+
+def test_ratio_of_rounds_is_the_median_of_each_rounds_ratio():
+    """Round r's ratio is a[r] / b[r]: 2, 2, 2, 2 and 4 (the last round disturbed), median 2, quartiles
+    2 and 2; the ratio of the medians (300 / 100 = 3) would not cancel the drift of b."""
+    a, b = [200.0, 400.0, 100.0, 300.0, 600.0], [100.0, 200.0, 50.0, 150.0, 150.0]
+    assert tc.ratio_of_rounds(a, b) == {"median": 2.0, "iqr": [2.0, 2.0]}
+
+
+def test_fast_against_readable_is_timed_on_one_thread_and_its_ratio_is_per_round(monkeypatch):
+    ran, drift = [], iter([9.0, 9.0, 1.0, 1.0, 0.5, 0.5, 2.0, 2.0])  # the warm round's 9s are dropped
+    monkeypatch.setattr(tc, "use_threads", lambda t, have_torch: ran.append(t))
+    speed = {"f": 30.0, "r": 10.0}
+    monkeypatch.setattr(tc, "time_loop", lambda step, data, seconds, **loop: speed[step()] * next(drift))
+    row = tc.fast_vs_readable(lambda: "f", lambda: "r", None, 0.1, 3, "tokens_per_s")
+    assert set(ran) == {1} and row["rounds"] == 3 and row["threads"] == 1
+    assert row["fast_over_readable"] == 3.0 and row["fast_over_readable_iqr"] == [3.0, 3.0]
+    assert row["fast_tokens_per_s"] == 30.0 and row["readable_tokens_per_s_best"] == 20.0

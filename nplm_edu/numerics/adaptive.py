@@ -69,7 +69,7 @@ class AdaptiveNPLM(FastOutput, SparseNPLM):
         if not isinstance(self.output, AdaptiveSoftmax):
             return super().output_step(P, inputs, targets)
         layer, a = self.output, self.output.input(inputs)
-        K, h, dt = len(targets), a.shape[1], a.dtype
+        K, dt = len(targets), a.dtype
         T = self._blocks(K)
         groups = [(a, P["U_head"], P["b_head"], layer.head_index(targets), None)]  # (A, W, b, targets, rows)
         cluster = layer.cluster[targets]

@@ -78,6 +78,11 @@ class SparseNPLM(NPLM):
         with one_blas_thread(threads() > 1):
             return self._sgd_update(contexts, targets, lr, weight_decay)
 
+    def log_prob(self, contexts, targets) -> np.ndarray:
+        """As the NPLM's; on several threads BLAS on one, as in :meth:`sgd_update`."""
+        with one_blas_thread(threads() > 1):
+            return super().log_prob(contexts, targets)
+
     def _sgd_update(self, contexts, targets, lr: float, weight_decay: float) -> float:
         contexts, targets = self.check_ids(contexts, targets)
         P, m, K = self.params, self.config.m, len(targets)

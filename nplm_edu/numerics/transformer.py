@@ -24,7 +24,7 @@ from ..models.output import FullSoftmax
 from ..models.transformer import Transformer
 from .full_output import FastOutput
 from .head import nll, softmax_nll
-from .threads import one_blas_thread
+from .threads import one_blas_thread, threads
 
 
 class FastTransformer(FastOutput, Transformer):
@@ -33,10 +33,11 @@ class FastTransformer(FastOutput, Transformer):
 
     def loss_and_grads(self, X, Y):
         X, Y = self.check_windows(X, Y)
-        if type(self.output) is FullSoftmax and self._blocks(X.size) > 1:
-            with one_blas_thread():  # the threads are the output blocks'
-                return self._loss_and_grads(X, Y)
-        return self._loss_and_grads(X, Y)
+        full = type(self.output) is FullSoftmax
+        # the threads are the full softmax's output blocks'; a cheap output layer's small products on
+        # BLAS's own threads would leave them polling for work (as SparseNPLM.sgd_update)
+        with one_blas_thread(self._blocks(X.size) > 1 if full else threads() > 1):
+            return self._loss_and_grads(X, Y)
 
     def _loss_and_grads(self, X, Y):
         cache = self.forward(X)
@@ -51,7 +52,8 @@ class FastTransformer(FastOutput, Transformer):
         K, T = X.shape
         a = self.forward(X)["inputs"]["U"].reshape(K, T, self.config.m)[:, -1]  # (K, m) the last position
         if type(self.output) is not FullSoftmax:
-            return self.output.log_prob(self.params, {"U": a}, np.asarray(targets))
+            with one_blas_thread(threads() > 1):  # as in loss_and_grads
+                return self.output.log_prob(self.params, {"U": a}, np.asarray(targets))
         y = np.matmul(a, self.params["U"].T, out=self._buffer("y_score", (K, self.V)))
         y += self.params["b"]  # (K, |V|)
         _, yt, mx, s = softmax_nll(y, np.asarray(targets), grad=False)
