@@ -29,7 +29,9 @@ median of the rounds' fast/readable ratios with its quartiles, under ``adaptive_
 and 6,000 reading h/4 and h/16 features) against PyTorch's ``nn.AdaptiveLogSoftmaxWithLoss`` with the
 same cutoffs, ``div_value`` 4 and a head bias (its tails have none), in the same MLP9 network
 (``nn.Embedding``, ``nn.Linear``, tanh; SGD with weight decay on the weights), on 1 and 2 threads
-(``--threads``): both alternate in rounds and the best round of each counts (wall clock). PyTorch is
+(``--threads``): both, on every thread count, run in interleaved rounds (``threads_common.py``, a first
+round dropped; ``--rounds``, ``--seconds`` per measurement): a speed is the median over the rounds, a
+ratio the median of the rounds' ratios with its quartiles (wall clock). PyTorch is
 used when installed or in ``/tmp/threads/torch_site``; target: ours >= 1.0x PyTorch's examples/s.
 
 Targets (one BLAS thread, an idle machine): training class-factored >= 10x, tree >= 15x, importance
@@ -47,8 +49,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import (OthersMeter, best_of_rounds, fast_vs_readable, import_torch, readable_line,  # noqa: E402
-                            threads_from_argv)
+from threads_common import (METHOD, OthersMeter, fast_vs_readable, import_torch, interleaved_rounds,  # noqa: E402
+                            ratio_of_rounds, readable_line, speed_fields, threads_from_argv)
 
 if "--adaptive" in sys.argv:
     THREADS = threads_from_argv()  # before numpy and torch load: their pools can grow to the most
@@ -190,18 +192,23 @@ def torch_adaptive_step(net: NPLMConfig, layer):
     return step
 
 
-def adaptive_vs_torch(corpus, seconds: float, torch_version, rounds: int = 3) -> list[dict]:
+def adaptive_vs_torch(corpus, seconds: float, torch_version, rounds: int) -> list[dict]:
     """Examples/s of the adaptive softmax's training step, ours and PyTorch's, on every thread count."""
     net = NPLMConfig(V=corpus.V, seed=0, **NETWORK)
     model, desc = build_model("adaptive", corpus, net, OutputLayersOptions(), quiet=True)
     steps = {"ours": lambda c, t: model.sgd_update(c, t, LR, WD)}
     if torch_version:
         steps["torch"] = torch_adaptive_step(net, model.output)
-    best = best_of_rounds(steps, train_batches(corpus, net.n, 16), THREADS, torch_version, seconds, rounds)
-    rows = [{"threads": t, "cutoffs": desc["cutoffs"], "tail_features": desc["tail_features"],
-             "ours_examples_per_s": round(b["ours"], 1),
-             "torch_examples_per_s": round(b["torch"], 1) if torch_version else None,
-             "ours_over_torch": round(b["ours"] / b["torch"], 3) if torch_version else None} for t, b in best.items()]
+    speeds = interleaved_rounds(steps, train_batches(corpus, net.n, 16), THREADS, torch_version, seconds, rounds,
+                                warm_round=True)
+    rows = []
+    for t, sp in speeds.items():  # each speed the median of the rounds, the ratio the median of the rounds' ratios
+        vs = ratio_of_rounds(sp["ours"], sp["torch"]) if torch_version else {"median": None, "iqr": None}
+        rows.append({"threads": t, "cutoffs": desc["cutoffs"], "tail_features": desc["tail_features"],
+                     "rounds": len(sp["ours"]), **speed_fields(sp["ours"], "ours_examples_per_s"),
+                     **(speed_fields(sp["torch"], "torch_examples_per_s") if torch_version else
+                        {"torch_examples_per_s": None}),
+                     "ours_over_torch": vs["median"], "ours_over_torch_iqr": vs["iqr"]})
     for r in rows:
         print(f"adaptive softmax, MLP9, K = {K}, {r['threads']} thread(s): ours {r['ours_examples_per_s']:9,.0f} ex/s"
               + (f", PyTorch {r['torch_examples_per_s']:9,.0f} ex/s, ours/PyTorch {r['ours_over_torch']:.2f}"
@@ -239,8 +246,8 @@ def run_adaptive(args) -> None:
     corpus, brown = corpus_or_zipf()
     print(f"threads {THREADS}; {'Brown' if brown else 'Zipf'} windows; torch: {torch_version or 'not installed (skipped)'}; "
           f"load average {load_before[0]:.2f}", flush=True)
-    rows = adaptive_vs_torch(corpus, args.seconds, torch_version)
-    doc = {"benchmark": "adaptive softmax against PyTorch", "V": corpus.V, "K": K, "network": dict(NETWORK),
+    rows = adaptive_vs_torch(corpus, args.seconds, torch_version, args.rounds)
+    doc = {"benchmark": "adaptive softmax against PyTorch", "method": METHOD, "V": corpus.V, "K": K, "network": dict(NETWORK),
            "batches": "brown" if brown else "zipf", "threads": THREADS, "torch": torch_version, "rows": rows}
     finish(doc, args.json, started, load_before, others)
 
@@ -256,8 +263,8 @@ def main() -> None:
     ap.add_argument("--adaptive", action="store_true",
                     help="time the adaptive softmax against PyTorch's nn.AdaptiveLogSoftmaxWithLoss instead")
     ap.add_argument("--threads", default="1,2", help="with --adaptive: thread counts, comma-separated (default 1,2)")
-    ap.add_argument("--seconds", type=float, default=10.0,
-                    help="with --adaptive: time per measurement; with --reference: per round of the adaptive softmax's step")
+    ap.add_argument("--seconds", type=float, default=0.5,
+                    help="with --adaptive, and --reference's adaptive softmax step: time per measurement in each round")
     ap.add_argument("--no-torch", action="store_true", help="with --adaptive: skip PyTorch even if installed")
     args = ap.parse_args()
     if args.reference:

@@ -34,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from threads_common import (METHOD, OthersMeter, import_torch, interleaved_rounds, quartiles,  # noqa: E402
-                            ratio_of_rounds, round_scaling, scaling_line, speed_fields, targets_met, threads_from_argv, use_threads)
+                            ratio_of_rounds, round_scaling, scaling_line, speed_fields, targets_met,
+                            threads_from_argv, use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 

@@ -15,7 +15,9 @@ position table, per block ``nn.LayerNorm``, bias-free ``nn.Linear`` queries, key
 - ``nn.Linear``; a final ``nn.LayerNorm``; logits from the tied table plus a bias; ``cross_entropy``
 (mean over the K T words), ``clip_grad_norm_``, ``Adam``. On T threads our full softmax is split into T
 blocks of output units (:mod:`nplm_edu.numerics.threads`). Ours and PyTorch's, on every thread count,
-alternate in rounds and the best round of each counts; the load average before and after is reported.
+run in interleaved rounds (``threads_common.py``, a first round dropped, ``--rounds`` of ``--seconds``
+each): a speed is the median over the rounds, a ratio the median of the rounds' ratios with its
+quartiles; the load average before and after is reported.
 Target: >= 1.0x PyTorch on 1 and 2 threads.
 
 PyTorch is imported when installed, or from ``/tmp/threads/torch_site`` when that folder exists.
@@ -33,7 +35,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import OthersMeter, best_of_rounds, import_torch, threads_from_argv, use_threads  # noqa: E402
+from threads_common import (METHOD, OthersMeter, import_torch, interleaved_rounds, ratio_of_rounds,  # noqa: E402
+                            speed_fields, threads_from_argv, use_threads)
 
 THREADS = threads_from_argv()  # before numpy and torch load
 
@@ -111,24 +114,30 @@ def torch_step(T: int):
     return step
 
 
-def compare(torch_version, seconds: float, rounds: int = 3) -> list[dict]:
-    """Rows of best words/s, every window length, thread count and contender alternating in each round."""
+def compare(torch_version, seconds: float, rounds: int) -> list[dict]:
+    """Rows of words/s, every window length, thread count and contender once in each interleaved round:
+    each speed the median over the rounds (``*_best``: the best round), a ratio the median of the rounds' ratios."""
     rows = []
     for T in CONTEXTS:
         steps = {"ours": numpy_step(T), **({"torch": torch_step(T)} if torch_version else {})}
-        best = best_of_rounds(steps, batches(T), THREADS, torch_version, seconds, rounds)
+        speeds = interleaved_rounds(steps, batches(T), THREADS, torch_version, seconds, rounds, warm_round=True,
+                                    min_steps=1, warmup=0)
         for t in THREADS:
-            b = best[t]
-            rows.append({"n_ctx": T, "K": WORDS // T, "threads": t, "ours_words_per_s": round(b["ours"], 1),
-                         "torch_words_per_s": round(b["torch"], 1) if torch_version else None,
-                         "ours_over_torch": round(b["ours"] / b["torch"], 3) if torch_version else None})
+            sp = speeds[t]
+            vs = ratio_of_rounds(sp["ours"], sp["torch"]) if torch_version else {"median": None, "iqr": None}
+            rows.append({"n_ctx": T, "K": WORDS // T, "threads": t, "rounds": len(sp["ours"]),
+                         **speed_fields(sp["ours"], "ours_words_per_s"),
+                         **(speed_fields(sp["torch"], "torch_words_per_s") if torch_version else
+                            {"torch_words_per_s": None}),
+                         "ours_over_torch": vs["median"], "ours_over_torch_iqr": vs["iqr"]})
             print(rows[-1], flush=True)
     return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--seconds", type=float, default=10.0, help="time per measurement (split into rounds)")
+    ap.add_argument("--seconds", type=float, default=1.0, help="time per measurement in each round (at least one step)")
+    ap.add_argument("--rounds", type=int, default=11, help="interleaved rounds (the medians are kept)")
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
     ap.add_argument("--context", action="store_true", help="time per word against the window length instead")
@@ -146,7 +155,8 @@ def main() -> None:
     else:
         torch_version = import_torch(args.no_torch)
         print(f"threads {THREADS}; torch: {torch_version or 'not installed (skipped)'}; load average {load_before[0]:.2f}")
-        doc = {"threads": THREADS, "torch": torch_version, "rows": compare(torch_version, args.seconds)}
+        doc = {"threads": THREADS, "torch": torch_version, "method": METHOD,
+               "rows": compare(torch_version, args.seconds, args.rounds)}
     doc.update(load_average_before=load_before, load_average_after=list(os.getloadavg()),
                others_cpu_share=round(others.share(), 3))
     print(f"load average before {load_before[0]:.2f}, after {doc['load_average_after'][0]:.2f}; {others.line()}")

@@ -106,13 +106,6 @@ def interleaved_rounds(steps: dict, data, threads: list[int], have_torch, second
     return speeds
 
 
-def best_of_rounds(steps: dict, data, threads: list[int], have_torch, seconds: float, rounds: int = 3,
-                   **loop) -> dict:
-    """{T: {who: best words/s}} of :func:`interleaved_rounds` with ``seconds`` split among the rounds."""
-    speeds = interleaved_rounds(steps, data, threads, have_torch, seconds / rounds, rounds, **loop)
-    return {t: {who: max(v) for who, v in by.items()} for t, by in speeds.items()}
-
-
 # --------------------------------------------------------------------------- the statistics of the rounds
 def quartiles(values: list[float]) -> tuple[float, float, float]:
     """(first quartile, median, third quartile) of the values, interpolated between order statistics
