@@ -598,6 +598,14 @@ GLUED = [
     *[("12_transformer", f"torch_ratio_{T}_{k}",  # ours / PyTorch, windows of T words on k threads
        lambda R, T=T, k=k: R(f"bench_transformer/rows[n_ctx={T},threads={k}]/ours_over_torch"))
       for T in (4, 32) for k in (1, 2)],
+    ("10_1_bands", "adaptive_fast_x", lambda R: R("bench_output_reference/adaptive_step/fast_over_readable")),
+    *[("11_recurrent", f"gru_fast_x_{h}", lambda R, h=h: R(f"bench_gru_readable/rows[h={h}]/fast_over_readable"))
+      for h in (256, 512)],
+    ("12_transformer", "ctx_attention_us_last",  # the longest window's attention, microseconds a word
+     lambda R: R("bench_transformer_context/rows[n_ctx=1024]/attention_us_per_word")),
+    ("12_transformer", "ctx_update_growth",  # the whole update per word, longest window over the shortest
+     lambda R: R("bench_transformer_context/rows[n_ctx=1024]/us_per_word")
+     / R("bench_transformer_context/rows[n_ctx=4]/us_per_word")),
 ]
 
 
