@@ -10,7 +10,7 @@ experiment's configuration dataclasses; each writes one JSON file under ``data/r
     python -m nplm_edu reproduce minibatch          # K = 1 against minibatches on a Brown slice (about 11 minutes, resumable)
     python -m nplm_edu reproduce beyond             # beyond the paper: a larger network, longer, mixed by EM (about an hour, resumable)
     python -m nplm_edu reproduce lr-sweep           # eps_0 of minibatch SGD on a Brown slice (about 6 minutes)
-    python -m nplm_edu reproduce output-layers      # MLP9 with five cheaper output layers (resumable)
+    python -m nplm_edu reproduce output-layers      # MLP9 with each cheaper output layer and sampled objective (resumable)
     python -m nplm_edu reproduce recurrent          # after 2003: recurrent models against the NPLM, by the protocol (CPU hours)
     python -m nplm_edu reproduce central-claim      # unseen sentences made likely by similar words (hours)
 """

@@ -1,5 +1,6 @@
-"""The tree (hierarchical) softmax, exact (section 5 of the paper; Morin & Bengio 2005; Mnih & Hinton
-2009: O(log|V|) per example with a balanced tree).
+"""The tree (hierarchical) softmax, exact (section 5 of the paper; Morin & Bengio 2005, with a tree
+built with the help of WordNet; Mnih & Hinton 2009, with trees built by recursively splitting learned
+word feature vectors): a word costs its path length, O(log|V|) for a tree of depth about log2|V|.
 
 Each internal node j of a binary tree over the words (:mod:`nplm_edu.models.trees`) has a vector
 U_j and a bias b_j and sends a context left with probability sigma(b_j + U_j . a), right with
