@@ -29,7 +29,9 @@ median of the rounds' fast/readable ratios with its quartiles, under ``adaptive_
 and 6,000 reading h/4 and h/16 features) against PyTorch's ``nn.AdaptiveLogSoftmaxWithLoss`` with the
 same cutoffs, ``div_value`` 4 and a head bias (its tails have none), in the same MLP9 network
 (``nn.Embedding``, ``nn.Linear``, tanh; SGD with weight decay on the weights), on 1 and 2 threads
-(``--threads``): both, on every thread count, run in interleaved rounds (``threads_common.py``, a first
+(``--threads``), and against the readable layer's step (as under ``--reference``, now on every thread
+count: what the fast step's split of the head over the threads buys): the three, on every thread
+count, run in interleaved rounds (``threads_common.py``, a first
 round dropped; ``--rounds``, ``--seconds`` per measurement): a speed is the median over the rounds, a
 ratio the median of the rounds' ratios with its quartiles (wall clock). PyTorch is
 used when installed or in ``/tmp/threads/torch_site``; target: ours >= 1.0x PyTorch's examples/s.
@@ -193,10 +195,16 @@ def torch_adaptive_step(net: NPLMConfig, layer):
 
 
 def adaptive_vs_torch(corpus, seconds: float, torch_version, rounds: int) -> list[dict]:
-    """Examples/s of the adaptive softmax's training step, ours and PyTorch's, on every thread count."""
+    """Examples/s of the adaptive softmax's training step on every thread count: ours (the fast step,
+    :class:`nplm_edu.numerics.adaptive.AdaptiveNPLM`), the readable layer's (``readable``) and PyTorch's,
+    in the same interleaved rounds; each ratio the median of the rounds' ratios with its quartiles."""
+    from nplm_edu.numerics.sparse import SparseNPLM
+
     net = NPLMConfig(V=corpus.V, seed=0, **NETWORK)
     model, desc = build_model("adaptive", corpus, net, OutputLayersOptions(), quiet=True)
-    steps = {"ours": lambda c, t: model.sgd_update(c, t, LR, WD)}
+    readable = SparseNPLM(net, build_model("adaptive", corpus, net, OutputLayersOptions(), quiet=True)[0].output)
+    steps = {"ours": lambda c, t: model.sgd_update(c, t, LR, WD),
+             "readable": lambda c, t: readable.sgd_update(c, t, LR, WD)}
     if torch_version:
         steps["torch"] = torch_adaptive_step(net, model.output)
     speeds = interleaved_rounds(steps, train_batches(corpus, net.n, 16), THREADS, torch_version, seconds, rounds,
@@ -204,13 +212,17 @@ def adaptive_vs_torch(corpus, seconds: float, torch_version, rounds: int) -> lis
     rows = []
     for t, sp in speeds.items():  # each speed the median of the rounds, the ratio the median of the rounds' ratios
         vs = ratio_of_rounds(sp["ours"], sp["torch"]) if torch_version else {"median": None, "iqr": None}
+        fast = ratio_of_rounds(sp["ours"], sp["readable"])
         rows.append({"threads": t, "cutoffs": desc["cutoffs"], "tail_features": desc["tail_features"],
                      "rounds": len(sp["ours"]), **speed_fields(sp["ours"], "ours_examples_per_s"),
+                     **speed_fields(sp["readable"], "readable_examples_per_s"),
+                     "ours_over_readable": fast["median"], "ours_over_readable_iqr": fast["iqr"],
                      **(speed_fields(sp["torch"], "torch_examples_per_s") if torch_version else
                         {"torch_examples_per_s": None}),
                      "ours_over_torch": vs["median"], "ours_over_torch_iqr": vs["iqr"]})
     for r in rows:
         print(f"adaptive softmax, MLP9, K = {K}, {r['threads']} thread(s): ours {r['ours_examples_per_s']:9,.0f} ex/s"
+              f" (readable layer {r['readable_examples_per_s']:9,.0f} ex/s, fast/readable {r['ours_over_readable']:.2f})"
               + (f", PyTorch {r['torch_examples_per_s']:9,.0f} ex/s, ours/PyTorch {r['ours_over_torch']:.2f}"
                  if torch_version else ""), flush=True)
     return rows
