@@ -598,7 +598,9 @@ GLUED = [
     *[("12_transformer", f"torch_ratio_{T}_{k}",  # ours / PyTorch, windows of T words on k threads
        lambda R, T=T, k=k: R(f"bench_transformer/rows[n_ctx={T},threads={k}]/ours_over_torch"))
       for T in (4, 32) for k in (1, 2)],
-    ("10_1_bands", "adaptive_fast_x", lambda R: R("bench_output_reference/adaptive_step/fast_over_readable")),
+    *[("10_1_bands", f"adaptive_{who}_{k}_x",  # the fast adaptive step over the readable one's / PyTorch's, k threads
+       lambda R, who=who, k=k: R(f"bench_adaptive/rows[threads={k}]/ours_over_{'readable' if who == 'fast' else 'torch'}"))
+      for who in ("fast", "torch") for k in (1, 2)],
     *[("11_recurrent", f"gru_fast_x_{h}", lambda R, h=h: R(f"bench_gru_readable/rows[h={h}]/fast_over_readable"))
       for h in (256, 512)],
     ("12_transformer", "ctx_attention_us_last",  # the longest window's attention, microseconds a word
