@@ -212,13 +212,13 @@ def against_reference(doc: dict, measure: str = "test_ppl") -> list[dict]:
     return [d for d in differences(doc, pairs, measure) if min(d["seeds"]) >= 2]
 
 
-def listed(names) -> str:
-    """'`a`', '`a` and `b`', '`a`, `b` and `c`' (names as code, each with what follows it).
+def listed(names, code: bool = True) -> str:
+    """'`a`', '`a` and `b`', '`a`, `b` and `c`' (names as code, each with what follows it; without ``code``, words).
 
-    >>> listed(["a"]), listed(["a", "b (2 s)", "c"])
-    ('`a`', '`a`, `b` (2 s) and `c`')
+    >>> listed(["a"]), listed(["a", "b (2 s)", "c"]), listed([0.3, "1", 3], code=False)
+    ('`a`', '`a`, `b` (2 s) and `c`', '0.3, 1 and 3')
     """
-    cells = [f"`{n.split(' ', 1)[0]}`" + (f" {n.split(' ', 1)[1]}" if " " in n else "") for n in names]
+    cells = [(f"`{n.split(' ', 1)[0]}`" + (f" {n.split(' ', 1)[1]}" if " " in n else "")) if code else f"{n:g}" if isinstance(n, float) else str(n) for n in names]
     return cells[0] if len(cells) == 1 else ", ".join(cells[:-1]) + " and " + cells[-1]
 
 

@@ -82,20 +82,25 @@ def within_spread(a: dict, b: dict) -> bool | None:
     return a["min"] <= b["max"] and b["min"] <= a["max"]
 
 
+def difference(x: dict, y: dict) -> dict:
+    """Two :func:`spread` dicts compared: mean(x) - mean(y), the spread of that difference (the standard
+    deviation of one seed of x minus one seed of y, sqrt(std_x^2 + std_y^2); None with fewer than two
+    values of either), :func:`within_spread` and the number of values of each.
+
+    >>> d = difference(spread([1.0, 2.0, 3.0]), spread([5.0, 6.0, 7.0]))
+    >>> d["difference"], round(d["std"], 4), d["within_spread"], d["seeds"]
+    (-4.0, 1.4142, False, (3, 3))
+    """
+    sd = math.hypot(x["std"], y["std"]) if x["std"] is not None and y["std"] is not None else None
+    return {"difference": x["mean"] - y["mean"], "std": sd, "within_spread": within_spread(x, y),
+            "seeds": (x["n"], y["n"])}
+
+
 def differences(doc: dict, pairs=CONTROLS, measure: str = "test_ppl") -> list[dict]:
-    """For each (a, b) of ``pairs`` with both models in the file: mean(a) - mean(b) of ``measure``, the
-    spread of that difference (the standard deviation of one seed of a minus one seed of b,
-    sqrt(std_a^2 + std_b^2); None with fewer than two seeds of either), and :func:`within_spread`."""
+    """For each (a, b) of ``pairs`` with both models in the file: :func:`difference` of their ``measure``."""
     s = row_summaries(doc)
-    out = []
-    for a, b in pairs:
-        if a not in s or b not in s:
-            continue
-        x, y = s[a][measure], s[b][measure]
-        sd = math.hypot(x["std"], y["std"]) if x["std"] is not None and y["std"] is not None else None
-        out.append({"a": a, "b": b, "measure": measure, "difference": x["mean"] - y["mean"], "std": sd,
-                    "within_spread": within_spread(x, y), "seeds": (x["n"], y["n"])})
-    return out
+    return [{"a": a, "b": b, "measure": measure, **difference(s[a][measure], s[b][measure])}
+            for a, b in pairs if a in s and b in s]
 
 
 def recurrent_table(doc: dict, order=None, pairs=CONTROLS) -> tuple[list, list]:
@@ -112,9 +117,13 @@ def recurrent_table(doc: dict, order=None, pairs=CONTROLS) -> tuple[list, list]:
     return body, head
 
 
-def difference_text(d: dict) -> str:
-    """'-12.3 ± 4.5, within the seeds' spread' (or 'beyond the seeds' spread'; no verdict on one seed)."""
-    text = f"{d['difference']:+.1f}" + (f" ± {d['std']:.1f}" if d["std"] is not None else "")
+def difference_text(d: dict, digits: int = 1) -> str:
+    """'-12.3 ± 4.5, within the seeds' spread' (or 'beyond the seeds' spread'; no verdict on one seed).
+
+    >>> difference_text({"difference": -0.0253, "std": 0.0427, "within_spread": True, "seeds": (3, 3)}, 3)
+    "-0.025 ± 0.043, within the seeds' spread"
+    """
+    text = f"{d['difference']:+.{digits}f}" + (f" ± {d['std']:.{digits}f}" if d["std"] is not None else "")
     if min(d["seeds"]) < 2:
         return text + " (one seed so far)"
     return text + (", within the seeds' spread" if d["within_spread"] else ", beyond the seeds' spread")
