@@ -103,6 +103,26 @@ def _loaders() -> dict:
             Transformer.kind: lambda path, best: transformer_from_checkpoint(path, best).window_model()}
 
 
+INPUTS = {"char": ALL_CELLS, "lightrnn": ("nplm",)}  # the input layers other than C sample reads, under which kinds
+
+
+def input_layer(path: Path, meta: dict, params: dict) -> str | None:
+    """The input layer a checkpoint's network reads its words through, as its meta's ``input`` record
+    names it (None: the table C). A checkpoint written before the record was kept has none: a network
+    without C reads its words through the character-aware layer (a recurrent cell) or LightRNN's (an NPLM)."""
+    if "input" not in meta:
+        legacy = {kind: name for name, kinds in INPUTS.items() for kind in kinds}
+        return None if "C" in params else legacy.get(meta["kind"])
+    record = meta["input"]  # {layer's name: its settings}
+    name = next(iter(record)) if isinstance(record, dict) and len(record) == 1 else None
+    if name == "table":
+        return None
+    if meta["kind"] not in INPUTS.get(name, ()):
+        raise UserError(f"{path} holds {a_model(meta['kind'])} model reading its words through the input "
+                        f"layer {name or record!r}, which sample cannot read")
+    return name
+
+
 def load_model(spec: str, corpus, latest: bool = False, quiet: bool = False):
     """The model ``spec`` names (see the module docstring), ready to sample from ``corpus``'s vocabulary."""
     from ..training.checkpoint import load_checkpoint, set_params
@@ -125,11 +145,12 @@ def load_model(spec: str, corpus, latest: bool = False, quiet: bool = False):
     if kind not in loaders and not kind.startswith("nplm-"):
         raise UserError(f"{path} holds {a_model(kind)} model, which sample cannot read")
     check_trained_on(path, meta, corpus)
-    if kind in ALL_CELLS and "C" not in params:  # the character-aware LSTM: it spells the corpus's words
-        model = char_recurrent_network(path, meta, params, corpus.vocab.words)
-    elif kind in loaders and not (kind == "nplm" and "C" not in params):  # LightRNN's NPLM has no C
+    layer = input_layer(path, meta, params)
+    if layer is None and kind in loaders:  # read whole, as it was trained
         return loaders[kind](path, not latest)
-    else:
+    if layer == "char":  # the character-aware LSTM: it spells the corpus's words
+        model = char_recurrent_network(path, meta, params, corpus.vocab.words)
+    else:  # a cheap output layer, or LightRNN's input and output layers: as its run_config.json says
         model = _output_layer_network(path, meta, corpus)
     set_params(model, best if best is not None and not latest else params)
     return model

@@ -105,6 +105,8 @@ class CharInput(InputLayer):
     ((1, 3, 9), 9)
     """
 
+    name = "char"
+
     def __init__(self, words, config: CharConfig | None = None):
         self.char = config or CharConfig()
         self.char.validate()
@@ -114,8 +116,8 @@ class CharInput(InputLayer):
 
     def describe(self) -> dict:
         """The layer's shape, kept in a checkpoint's meta (``input``) to rebuild it."""
-        return {"char": {"d": self.char.d, "widths": list(self.char.widths), "filters": self.char.filters,
-                         "max_len": self.char.max_len}}
+        return {"d": self.char.d, "widths": list(self.char.widths), "filters": self.char.filters,
+                "max_len": self.char.max_len}
 
     def init_params(self, rng, dtype) -> dict:
         c, m = self.char, self.m

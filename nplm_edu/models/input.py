@@ -24,8 +24,9 @@ from ..errors import UserError
 
 
 class InputLayer:
-    """The interface (see the module docstring). Subclasses set ``m`` and ``decayed``."""
+    """The interface (see the module docstring). Subclasses set ``name``, ``m`` and ``decayed``."""
 
+    name: str  # what a checkpoint's meta calls the layer (its ``input`` record): "table", "char", "lightrnn"
     m: int
     decayed: tuple[str, ...] = ()
 
@@ -42,8 +43,8 @@ class InputLayer:
         raise NotImplementedError
 
     def describe(self) -> dict:
-        """What a checkpoint's meta keeps to rebuild the layer (``input``); empty: nothing (the run's
-        own settings rebuild it)."""
+        """The settings a checkpoint's meta keeps, under the layer's ``name``, to rebuild it (its ``input``
+        record); empty: none (the run's own settings rebuild it)."""
         return {}
 
 
@@ -57,7 +58,7 @@ class Table(InputLayer):
     [2.0, 2.0]
     """
 
-    decayed = ("C",)
+    name, decayed = "table", ("C",)
 
     def __init__(self, V: int, m: int):
         self.V, self.m = V, m

@@ -193,7 +193,7 @@ class LightInput(InputLayer):
     (True, False)
     """
 
-    decayed = ("X_r", "X_c")
+    name, decayed = "lightrnn", ("X_r", "X_c")
 
     def __init__(self, V: int, m: int):
         if m < 2 or m % 2:

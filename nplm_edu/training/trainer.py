@@ -202,8 +202,8 @@ class _Run:
         self.backend.save_rng(self.state)
         meta = {"kind": self.model.kind, "model": asdict(self.model.config),
                 "train": asdict(self.config), "data": self.fingerprint, "state": asdict(self.state)}
-        if isinstance(self.model, WithInput) and self.model.input.describe():  # an input layer other than C
-            meta["input"] = self.model.input.describe()  # how to rebuild it
+        if isinstance(self.model, WithInput):  # an input layer other than C: which, and how to rebuild it
+            meta["input"] = {self.model.input.name: self.model.input.describe()}
         self.keeper.save(params, meta, self.best, self.backend.extra_arrays())
         self.last_save = time.monotonic()
 
