@@ -178,6 +178,11 @@ def test_brown_novelty_oov_and_neighbours(doc):
     assert (o["words"], o["tokens"], o["seeds"]) == (10597, 48313, 3)
     assert o["mean_log_prob_unk"]["mean"] == pytest.approx(-5.6)  # -5.5, -5.6, -5.7
     assert cr.neighbour_rows(doc)[0] == [["three", "four six five two seven"]]
+    # C(j) -5.7 every seed against C(<unk>)'s [-5.7, -5.5]: they meet; against C(j')'s -5.8: they do not
+    text = cr.oov_sentence(doc)
+    assert "10,597 unknown words" in text and "C(j) gives these tokens -5.700 ± 0.000 nats per token" in text
+    assert "C(<unk>) as trained -5.600 ± 0.100 (C(j) minus it: -0.100 ± 0.100, within the seeds' spread)" in text
+    assert "C(j') -5.800 ± 0.000 (C(j) minus it: +0.100 ± 0.000, beyond the seeds' spread)" in text
 
 
 def test_brown_fixed_features(doc):
@@ -185,6 +190,11 @@ def test_brown_fixed_features(doc):
     assert body[0] == ["C learned", "1", "5, 6, 7", "4.7 ± 0.0", "375.0 ± 5.0"]
     s = cr.fixed_sentences(doc)
     assert s[0] == "C learned scores 375.0 against C fixed by PCA's 615.0: lower, beyond the seeds' spread."
+    assert "negative result holds" in cr.fixed_conclusion(doc)  # learned [370, 380] below PCA's [610, 620]
+    meets = {**SLICE_TEST, "fixed_pca": [379.0, 390.0, 400.0]}  # 379 < 380: the ranges meet
+    assert "within the seeds' spread" in cr.fixed_conclusion(make_doc(synthetic_rows() + brown_rows(slice_test=meets)))
+    below = {**SLICE_TEST, "fixed_pca": [300.0, 310.0, 320.0]}
+    assert "does not hold" in cr.fixed_conclusion(make_doc(synthetic_rows() + brown_rows(slice_test=below)))
 
 
 def test_a_missing_brown_part_is_named_not_a_key_error():

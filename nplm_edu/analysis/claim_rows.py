@@ -311,6 +311,20 @@ def oov(doc: dict) -> dict:
                                                         "mean_log_prob_other", "own_better")}}
 
 
+def oov_sentence(doc: dict) -> str:
+    """The rule's C(j) against C(<unk>) and against another unknown word's C(j') on Brown, mean ± std over the
+    seeds of the mean log-probability of the tokens after an unknown word, each by the seeds' spread."""
+    o = oov(doc)
+    own = o["mean_log_prob_own"]
+    parts = [f"{name} {pm(o[k], 3)} (C(j) minus it: {difference_text(difference(own, o[k]), 3)})"
+             for k, name in (("mean_log_prob_unk", "C(<unk>) as trained"),
+                             ("mean_log_prob_other", "another unknown word's C(j')"))]
+    return (f"On Brown ({o['words']:,} unknown words seen twice or more, {o['tokens']:,} tokens after their later "
+            f"occurrences; {o['seeds']} seeds of the network), C(j) gives these tokens {pm(own, 3)} nats per token, "
+            f"against {parts[0]} and {parts[1]}; C(j) gives the higher probability on {o['own_better']['mean']:.0%} "
+            "of them (mean over the seeds).")
+
+
 def fixed_features(doc: dict) -> dict[str, dict]:
     """The Brown slice's networks, per variant of :data:`BROWN_VARIANTS`: the rate chosen, each seed's epochs,
     and :func:`~nplm_edu.analysis.recurrent_table.spread` of the validation and test perplexities."""
@@ -333,3 +347,19 @@ def fixed_sentences(doc: dict) -> list[str]:
     f = fixed_features(doc)
     pairs = (("learned", "fixed_pca"), ("learned", "fixed_random"), ("fixed_pca", "fixed_random"))
     return [compare_text(BROWN_VARIANTS[a], f[a]["test_ppl"], BROWN_VARIANTS[b], f[b]["test_ppl"]) for a, b in pairs]
+
+
+def fixed_conclusion(doc: dict) -> str:
+    """What the slice says of the paper's negative result (section 1.2): the learned table against the fixed
+    principal components on test perplexity, by the seeds' spread."""
+    f = fixed_features(doc)
+    d = difference(f["learned"]["test_ppl"], f["fixed_pca"]["test_ppl"])
+    if d["within_spread"]:
+        return ("On this slice the learned table and the fixed principal components are within the seeds' spread "
+                "of each other: the runs do not reproduce the paper's negative result beyond what the seeds alone "
+                "could give.")
+    if d["difference"] < 0:
+        return ("On this slice the table learned with the network gave a lower test perplexity than the fixed "
+                "principal components, beyond the seeds' spread: the paper's negative result holds in these runs.")
+    return ("On this slice the fixed principal components gave a lower test perplexity than the learned table, "
+            "beyond the seeds' spread: the paper's negative result does not hold in these runs.")
