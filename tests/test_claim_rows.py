@@ -180,9 +180,9 @@ def test_brown_novelty_oov_and_neighbours(doc):
     assert cr.neighbour_rows(doc)[0] == [["three", "four six five two seven"]]
     # C(j) -5.7 every seed against C(<unk>)'s [-5.7, -5.5]: they meet; against C(j')'s -5.8: they do not
     text = cr.oov_sentence(doc)
-    assert "10,597 unknown words" in text and "C(j) gives these tokens -5.700 ± 0.000 nats per token" in text
-    assert "C(<unk>) as trained -5.600 ± 0.100 (C(j) minus it: -0.100 ± 0.100, within the seeds' spread)" in text
-    assert "C(j') -5.800 ± 0.000 (C(j) minus it: +0.100 ± 0.000, beyond the seeds' spread)" in text
+    assert "10,597 unknown words" in text and "$C(j)$ gives these tokens -5.700 ± 0.000 nats per token" in text
+    assert "`<unk>` as trained -5.600 ± 0.100 ($C(j)$ minus it: -0.100 ± 0.100, within the seeds' spread)" in text
+    assert "$C(j')$ -5.800 ± 0.000 ($C(j)$ minus it: +0.100 ± 0.000, beyond the seeds' spread)" in text
 
 
 def test_brown_fixed_features(doc):

@@ -313,16 +313,17 @@ def oov(doc: dict) -> dict:
 
 def oov_sentence(doc: dict) -> str:
     """The rule's C(j) against C(<unk>) and against another unknown word's C(j') on Brown, mean ± std over the
-    seeds of the mean log-probability of the tokens after an unknown word, each by the seeds' spread."""
+    seeds of the mean log-probability of the tokens after an unknown word, each by the seeds' spread (Markdown:
+    the vectors in math, ``<unk>`` as code)."""
     o = oov(doc)
     own = o["mean_log_prob_own"]
-    parts = [f"{name} {pm(o[k], 3)} (C(j) minus it: {difference_text(difference(own, o[k]), 3)})"
-             for k, name in (("mean_log_prob_unk", "C(<unk>) as trained"),
-                             ("mean_log_prob_other", "another unknown word's C(j')"))]
+    parts = [f"{name} {pm(o[k], 3)} ($C(j)$ minus it: {difference_text(difference(own, o[k]), 3)})"
+             for k, name in (("mean_log_prob_unk", "the row of `<unk>` as trained"),
+                             ("mean_log_prob_other", "another unknown word's $C(j')$"))]
     return (f"On Brown ({o['words']:,} unknown words seen twice or more, {o['tokens']:,} tokens after their later "
-            f"occurrences; {o['seeds']} seeds of the network), C(j) gives these tokens {pm(own, 3)} nats per token, "
-            f"against {parts[0]} and {parts[1]}; C(j) gives the higher probability on {o['own_better']['mean']:.0%} "
-            "of them (mean over the seeds).")
+            f"occurrences; {o['seeds']} seeds of the network), $C(j)$ gives these tokens {pm(own, 3)} nats per token, "
+            f"against {parts[0]} and {parts[1]}; $C(j)$ gives the higher probability on "
+            f"{o['own_better']['mean']:.0%} of them (mean over the seeds).")
 
 
 def fixed_features(doc: dict) -> dict[str, dict]:
