@@ -21,7 +21,7 @@ from nplm_edu.experiments import protocol
 from nplm_edu.experiments.output_methods import (EXPLICIT, METHODS, TimedBackend, build_model, parse_methods,
                                                  read_class_file)
 from nplm_edu.models.energy import EnergyNPLM
-from nplm_edu.experiments.quality import seeds_time_to_quality
+from nplm_edu.analysis.quality import seeds_time_to_quality
 from nplm_edu.models.nplm import NPLMConfig
 from nplm_edu.training.trainer import TrainConfig, train
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import nplm_edu
+from nplm_edu.analysis.quality import mean_std, seeds_time_to_quality
 from nplm_edu.data.corpus import Corpus, load_corpus
 from nplm_edu.errors import UserError
 from nplm_edu.experiments import common
-from nplm_edu.experiments.protocol import (Method, Protocol, choose_lr, done_rows, mean_std, run_seeds,
+from nplm_edu.experiments.protocol import (Method, Protocol, choose_lr, done_rows, run_seeds,
                                            scored, summary, train_run, with_summaries, write_rows)
-from nplm_edu.experiments.quality import seeds_time_to_quality
 from nplm_edu.experiments.run_record import sessions
 from nplm_edu.experiments.skeleton import merge_results
 from nplm_edu.models.nplm import NPLM, NPLMConfig

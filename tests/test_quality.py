@@ -1,9 +1,10 @@
-"""experiments/quality.py: time to quality on histories with known answers, per seed and over the seeds."""
+"""analysis/quality.py: time to quality on histories with known answers, per seed, over the seeds and over
+a results file's rows against a reference method; mean ± std."""
 
 import numpy as np
 import pytest
 
-from nplm_edu.experiments.quality import seeds_time_to_quality, time_to_quality
+from nplm_edu.analysis.quality import mean_std, reference_of, seeds_time_to_quality, time_to_quality, times_to_quality
 
 
 def H(*rows):
@@ -41,3 +42,32 @@ def test_time_to_quality_over_seeds():
     assert five["cpu_seconds"]["values"] == [13, 7, 12]
     assert one["reached"] == 1 and one["wall_seconds"]["values"] == [40] and one["best_valid_ppl"]["values"] == [
         201, 206, 205]
+
+
+def test_reference_and_every_methods_times_from_a_files_rows():
+    # reference "b": its seeds' bests are 200 and 210 -> mean 205; within 5% is <= 215.25, within 1% <= 207.05
+    runs = [{"method": "a", "seed": 1, "history": H((230, 10, 4), (214, 10, 4))},  # 5% at epoch 2 (cpu 8); 1% never
+            {"method": "a", "seed": 0, "history": H((206, 20, 5))},  # both at epoch 1 (cpu 5)
+            {"method": "b", "seed": 2, "history": H((210, 3, 2))},
+            {"method": "b", "seed": 0, "history": H((220, 1, 1), (200, 1, 1))}]
+    ref, times = times_to_quality(runs, "b", seeds=(0, 1, 2))
+    assert ref["best_valid_ppl"]["values"] == [200, 210] and ref["best_valid_ppl"]["mean"] == 205
+    assert ref["seeds"] == [0, 2] and not ref["complete"]  # seed 1 of b is not there
+    assert list(times) == ["a", "b"]  # the methods in the order the rows first name them
+    five, one = times["a"]
+    assert five["target_ppl"] == pytest.approx(215.25) and one["target_ppl"] == pytest.approx(207.05)
+    assert five["reached"] == 2 and five["cpu_seconds"]["values"] == [5, 8]  # by seed: seed 0's 5, seed 1's 4 + 4
+    assert one["reached"] == 1 and one["cpu_seconds"]["values"] == [5] and one["best_valid_ppl"]["values"] == [206, 214]
+    # b, seed 0: 220 then 200, within 5% and 1% at epoch 2 (cpu 1 + 1); seed 2: 210, within 5% only (cpu 2)
+    five, one = times["b"]
+    assert (five["reached"], five["cpu_seconds"]["values"], one["reached"]) == (2, [2, 2], 1)
+    assert ref == reference_of(runs, "b", (0, 1, 2))
+    assert reference_of(runs, "b", (0, 2))["complete"]
+    # no row of the reference yet: no reference, and no times for anyone
+    assert times_to_quality(runs, "c") == (None, {"a": None, "b": None})
+
+
+def test_mean_std_of_one_value_and_of_none():
+    assert mean_std([5.0]) == {"mean": 5.0, "std": None, "n": 1, "values": [5.0]}
+    assert mean_std([]) == {"mean": None, "std": None, "n": 0, "values": []}
+    assert mean_std([1, 2, 4])["std"] == pytest.approx(np.std([1, 2, 4], ddof=1))  # sqrt(7/3)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .protocol import (Method, Protocol, choose_lr, done_rows, mean_std, run_dir, run_seeds, is_scored, window_ppl,
+from ..analysis.quality import mean_std
+from .protocol import (Method, Protocol, choose_lr, done_rows, run_dir, run_seeds, is_scored, window_ppl,
                        with_summaries, write_rows)
 
 TARGET = "central-claim"

@@ -71,6 +71,7 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.comparison import HEAD, comparison_rows
+from ..analysis.quality import mean_std, times_to_quality
 from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..models.nplm import NPLMConfig
@@ -80,8 +81,7 @@ from ..training.trainer import TrainConfig
 from .output_methods import (ADAPTIVE_DIV, BANDS, DIFF_WIDTHS, ESS_MIN, K_MAX, METHODS, LightRNNBackend,
                              TimedBackend, build_model, parse_methods, sampled_extra)
 from .protocol import (COMPARISON_SLICE, PROTOCOL, Method, Protocol, choose_lr, comparison_data, header_settings,
-                       mean_std, is_scored, parse_seeds, run_seeds, scored, write_rows)
-from .quality import seeds_time_to_quality
+                       is_scored, parse_seeds, run_seeds, scored, write_rows)
 from .skeleton import read_results, results_file, runs_for
 from .table1 import QUICK_SPLIT, ROWS
 
@@ -257,16 +257,6 @@ def update_speed(history: list[dict], per_epoch: int) -> float | None:
     return len(timed) * per_epoch / cpu if cpu else None
 
 
-def reference_of(runs: list[dict], protocol: dict) -> dict | None:
-    """The reference quality: the mean over the full softmax's seeds of their best validation perplexity."""
-    full = sorted((r for r in runs if r["method"] == REFERENCE and r["history"]), key=lambda r: r["seed"])
-    if not full:
-        return None
-    best = mean_std(min(e["valid_ppl"] for e in r["history"]) for r in full)
-    return {"method": REFERENCE, "seeds": [r["seed"] for r in full], "best_valid_ppl": best,
-            "complete": [r["seed"] for r in full] == list(protocol["seeds"])}
-
-
 def with_speeds(runs: list[dict], per_epoch: int) -> None:
     """Each seed row's per-update speed and its ratio to the full softmax's mean speed (in place)."""
     for r in runs:
@@ -305,7 +295,7 @@ def finish(doc: dict, layers: dict | None = None) -> dict:
     to each row that has none; the summary's is its rows')."""
     runs = doc["runs"]
     with_speeds(runs, doc["examples_per_epoch"])
-    ref = reference_of(runs, doc["protocol"])
+    ref, times = times_to_quality(runs, REFERENCE, doc["protocol"]["seeds"])  # the full softmax's mean best
     for name, s in doc["summary"].items():
         rows = sorted((r for r in runs if r["method"] == name), key=lambda r: r["seed"])
         s["layer"] = described(rows, (layers or {}).get(name))
@@ -313,8 +303,7 @@ def finish(doc: dict, layers: dict | None = None) -> dict:
         for key in ("examples_per_cpu_second", "speedup_vs_full", "test_log_Z_mean", "test_ppl_self_normalized"):
             if ok and all(r.get(key) is not None for r in ok):
                 s[key] = mean_std(r[key] for r in ok)
-        s["time_to_quality"] = (seeds_time_to_quality([r["history"] for r in rows], ref["best_valid_ppl"]["mean"])
-                                if ref else None)
+        s["time_to_quality"] = times.get(name)
     return in_order({**doc, "reference": ref})
 
 

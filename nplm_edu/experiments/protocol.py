@@ -39,8 +39,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
+from ..analysis.quality import mean_std
 from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..training.checkpoint import TrainingDiverged, load_checkpoint, set_params
@@ -348,15 +347,6 @@ def write_rows(out, target: str, doc: dict, rows: list[dict], protocol: Protocol
 
 
 # --------------------------------------------------------------------------- what the seeds show
-def mean_std(values) -> dict:
-    """Mean, sample standard deviation (ddof 1; None for one value) and the values themselves."""
-    v = np.asarray([float(x) for x in values], dtype=np.float64)
-    if v.size == 0:
-        return {"mean": None, "std": None, "n": 0, "values": []}
-    std = float(np.std(v, ddof=1)) if v.size > 1 else None
-    return {"mean": float(np.mean(v)), "std": std, "n": int(v.size), "values": v.tolist()}
-
-
 def is_scored(row: dict) -> bool:
     """Whether a seed's row has scores: not one of a seed that diverged before its first validation
     (``valid_ppl`` None: :func:`unscored_row`), which is counted, never averaged or shown as numbers."""
