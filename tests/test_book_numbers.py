@@ -583,6 +583,62 @@ def _last_changes(R):  # the largest relative change of validation perplexity ov
     return max(abs(1 - h[k] / h[k - 1]) for h in v.values() for k in (-2, -1))
 
 
+def _recurrent_runs(R, model):  # the seed rows of one row of the recurrent table, by seed
+    return sorted((r for r in R("recurrent/runs") if r["method"] == model), key=lambda r: r["seed"])
+
+
+def _best_mean(R, model):  # the mean over a row's seeds of each seed's lowest validation perplexity
+    return statistics.mean(min(e["valid_ppl"] for e in r["history"]) for r in _recurrent_runs(R, model))
+
+
+def _reached(R, model, within):  # per seed: (epoch, CPU seconds of the epochs up to it) at the first validation
+    bar = (1 + within) * _best_mean(R, "nplm-dropout")  # within 5% or 1% of the NPLM row's quality
+    out = []
+    for r in _recurrent_runs(R, model):
+        k = next(i for i, e in enumerate(r["history"]) if e["valid_ppl"] <= bar)
+        out.append((r["history"][k]["epoch"], sum(e["cpu_seconds"] for e in r["history"][: k + 1])))
+    return out
+
+
+def _epoch_cpu(R, model):  # the mean over a row's seeds of each one's mean CPU seconds an epoch
+    return statistics.mean(statistics.mean(e["cpu_seconds"] for e in r["history"]) for r in _recurrent_runs(R, model))
+
+
+def _one(values):  # the one value every seed shares
+    assert len(set(values)) == 1, values
+    return values[0]
+
+
+QUALITY_ROWS = {"lstm": "lstm", "gru": "gru", "nplm-dropout": "nplm", "lstm-4": "lstm4", "char-lstm": "char"}
+QUALITY_GLUED = [  # 11_2_brown's time to quality: CPU seconds to within 5% and 1% of nplm-dropout's mean best
+    *[("11_2_brown", f"quality_{key}_{pct}{sd}",
+       lambda R, m=m, w=pct / 100, f=f: f([cpu for _, cpu in _reached(R, m, w)]))
+      for m, key in QUALITY_ROWS.items() for pct in (5, 1)
+      for sd, f in (("", statistics.mean), ("_sd", statistics.stdev))],
+    ("11_2_brown", "quality_reference", lambda R: _best_mean(R, "nplm-dropout")),
+    ("11_2_brown", "quality_within_5", lambda R: 1.05 * _best_mean(R, "nplm-dropout")),
+    ("11_2_brown", "quality_within_1", lambda R: 1.01 * _best_mean(R, "nplm-dropout")),
+    ("11_2_brown", "quality_rnn_best", lambda R: _best_mean(R, "rnn")),
+    ("11_2_brown", "quality_updates", lambda R: R("recurrent/runs[method=lstm,seed=0]/history/0/updates")),
+    ("11_2_brown", "quality_words", lambda R: R("recurrent/rule/batch") * R("recurrent/rule/T")),
+    ("11_2_brown", "quality_lstm_epoch_5", lambda R: _one([e for e, _ in _reached(R, "lstm", 0.05)])),
+    ("11_2_brown", "quality_lstm_epoch_1", lambda R: _one([e for e, _ in _reached(R, "lstm", 0.01)])),
+    ("11_2_brown", "quality_gru_epoch_5", lambda R: _one([e for e, _ in _reached(R, "gru", 0.05)])),
+    ("11_2_brown", "quality_nplm_epoch_1_low", lambda R: min(e for e, _ in _reached(R, "nplm-dropout", 0.01))),
+    ("11_2_brown", "quality_nplm_epoch_1_high", lambda R: max(e for e, _ in _reached(R, "nplm-dropout", 0.01))),
+    ("11_2_brown", "quality_lstm4_cost", lambda R: _epoch_cpu(R, "lstm-4") / _epoch_cpu(R, "lstm")),
+    ("11_2_brown", "quality_char_cost", lambda R: _epoch_cpu(R, "char-lstm") / _epoch_cpu(R, "lstm")),
+    # a run's CPU seconds over its wall seconds, lowest and highest over the seeds; one seed's dearest epoch
+    # over its cheapest, the largest over the seeds, minus one
+    ("11_2_brown", "quality_share_low",
+     lambda R: min(r["cpu_seconds_training"] / r["wall_seconds_training"] for r in R("recurrent/runs"))),
+    ("11_2_brown", "quality_share_high",
+     lambda R: max(r["cpu_seconds_training"] / r["wall_seconds_training"] for r in R("recurrent/runs"))),
+    ("11_2_brown", "quality_swing", lambda R: max(max(c) / min(c) - 1 for r in R("recurrent/runs")
+                                                  if (c := [e["cpu_seconds"] for e in r["history"]]))),
+]
+
+
 # figures the prose inserts with glue, against the same figures computed here from the results files:
 # (notebook, glued name, value)
 GLUED = [
@@ -608,6 +664,7 @@ GLUED = [
     ("12_transformer", "ctx_update_growth",  # the whole update per word, longest window over the shortest
      lambda R: R("bench_transformer_context/rows[n_ctx=1024]/us_per_word")
      / R("bench_transformer_context/rows[n_ctx=4]/us_per_word")),
+    *QUALITY_GLUED,
 ]
 
 
