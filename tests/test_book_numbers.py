@@ -578,6 +578,11 @@ def _ratio_k50(R, model="rnn"):  # the gradient's norm 50 steps back over its no
     return g[50] / g[0]
 
 
+def _first_below(R):  # the first position of a stream followed back (j - 1 steps) to where the gradient is below 1%
+    g = R("recurrent_one_seed/rows[model=rnn]/gradient_through_time")
+    return 1 + next(k for k, x in enumerate(g) if x / g[0] < 0.01)
+
+
 def _last_changes(R):  # the largest relative change of validation perplexity over the last two epochs of either network
     v = {m: [e["valid_ppl"] for e in R(f"recurrent_one_seed/rows[model={m}]/history")] for m in ("rnn", "lstm")}
     return max(abs(1 - h[k] / h[k - 1]) for h in v.values() for k in (-2, -1))
@@ -647,6 +652,8 @@ GLUED = [
      lambda R: R("beyond/parameters") / R("recurrent_one_seed/rows[model=rnn]/parameters")),
     ("11_2_brown", "recurrent_last_changes", _last_changes),
     ("11_2_brown", "rnn_k50", _ratio_k50),
+    ("11_2_brown", "bptt_T", lambda R: R("recurrent_one_seed/rows[model=rnn]/settings/stream/T")),
+    ("11_2_brown", "rnn_first_below", _first_below),
     ("12_transformer", "brown_V", lambda R: R("table1/V")),
     ("10_output_layers", "two_sqrt_V", lambda R: 2 * math.sqrt(R("output_layers/V"))),
     ("10_output_layers", "full_cost", lambda R: R("output_layers/V") * R("output_layers/network/h")),

@@ -189,7 +189,8 @@ def test_brown_fixed_features(doc):
     body, _ = cr.fixed_rows(doc)
     assert body[0] == ["C learned", "1", "5, 6, 7", "4.7 ± 0.0", "375.0 ± 5.0"]
     s = cr.fixed_sentences(doc)
-    assert s[0] == "C learned scores 375.0 against C fixed by PCA's 615.0: lower, beyond the seeds' spread."
+    assert s[0] == ("C learned scores 375.0 against C fixed by PCA's 615.0, lower by 240.0 (39.0%), beyond the seeds' "
+                    "spread.")  # 240 / 615 = 39.0%
     assert "negative result holds" in cr.fixed_conclusion(doc)  # learned [370, 380] below PCA's [610, 620]
     meets = {**SLICE_TEST, "fixed_pca": [379.0, 390.0, 400.0]}  # 379 < 380: the ranges meet
     assert "within the seeds' spread" in cr.fixed_conclusion(make_doc(synthetic_rows() + brown_rows(slice_test=meets)))

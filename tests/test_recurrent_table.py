@@ -42,7 +42,7 @@ def test_a_partial_file_shows_what_it_has():
     partial = {"runs": [run("lstm", 0, 200), run("lstm-4", 1, 230)]}
     body, head = recurrent_table(partial)
     assert len(head[0]) == 8 and all(sum(c[1] if isinstance(c, tuple) else 1 for c in r) == 8 for r in body)
-    assert body[0][6] == "200.0" and "one seed so far" in body[2][1][0]  # no spread from one seed
+    assert body[0][6] == "200.0" and body[2][1][0] == "-30.0, one seed each: no spread to judge by"  # 200 - 230
     assert len(differences(partial)) == 1  # nplm-dropout not trained yet
     assert recurrent_table({"runs": []}) == ([], [head[0]])
     assert within_spread(spread([]), spread([1.0])) is None

@@ -2,7 +2,8 @@
 
 import pytest
 
-from nplm_edu.analysis.transformer_rows import compare_text, cpu_hours, transformer_verdicts
+from nplm_edu.analysis.recurrent_table import compare_text, spread
+from nplm_edu.analysis.transformer_rows import cpu_hours, transformer_verdicts
 
 
 def run(method, seed, test, mix=None, cpu=3600.0):
@@ -20,13 +21,15 @@ DOC = {"kn5": {"test": 250.0},
 
 
 def test_each_branch_of_the_rule():
-    one = {"mean": 1.0, "n": 1, "min": 1.0, "max": 1.0}
-    assert compare_text("a", one, "b", dict(one, mean=2.0, min=2.0, max=2.0)).endswith("lower (one seed each).")
+    assert compare_text("a", spread([1.0]), "b", spread([2.0])) == (
+        "a scores 1.0 against b's 2.0, lower by 1.0 (50.0%), one seed each: no spread to judge by.")  # 1 / 2
     v = transformer_verdicts(DOC)
-    assert "transformer-4 scores 242.0 against transformer-32's 203.0: higher, beyond the seeds' spread." in v
-    assert "transformer-32 scores 203.0 against lstm's 202.0: higher, within the seeds' spread." in v
-    assert "transformer-4 scores 242.0 against the Kneser-Ney 5-gram's 250.0: lower, beyond the seeds' spread." in v
-    assert "Mixed with the 5-gram, transformer-32 scores 183.0 against nplm-dropout's 183.0: equal, within the seeds' spread." in v
+    # 242 - 203 = 39, 39 / 203 = 19.2%; 1 / 202 = 0.5%; the 5-gram, one value, is a point: 8 / 250 = 3.2%
+    assert "transformer-4 scores 242.0 against transformer-32's 203.0, higher by 39.0 (19.2%), beyond the seeds' spread." in v
+    assert "transformer-32 scores 203.0 against lstm's 202.0, higher by 1.0 (0.5%), within the seeds' spread." in v
+    assert ("transformer-4 scores 242.0 against the Kneser-Ney 5-gram's 250.0, lower by 8.0 (3.2%), beyond the seeds' "
+            "spread.") in v
+    assert "Mixed with the 5-gram, transformer-32 scores 183.0 against nplm-dropout's 183.0, equal, within the seeds' spread." in v
     assert not any(s.startswith("transformer-32 scores") and "transformer-4's" in s for s in v)  # each pair once
 
 

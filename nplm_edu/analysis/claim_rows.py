@@ -25,9 +25,8 @@ from pathlib import Path
 
 from ..errors import UserError
 from .comparison import grid_edge, grid_rows, listed, lr_cell
-from .recurrent_table import difference, difference_text, spread
+from .recurrent_table import compare_text, difference, difference_text, spread
 from .report import pm
-from .transformer_rows import compare_text
 
 NETWORKS = ("network_learned", "network_fixed_random", "network_fixed_pca")
 COUNTS = ("kn3", "kn5", "interpolated_trigram", "grammar")
@@ -344,7 +343,7 @@ def fixed_rows(doc: dict) -> tuple[list, list]:
 
 def fixed_sentences(doc: dict) -> list[str]:
     """Each pair of the slice's variants on test perplexity, by the seeds' spread
-    (:func:`~nplm_edu.analysis.transformer_rows.compare_text`)."""
+    (:func:`~nplm_edu.analysis.recurrent_table.compare_text`)."""
     f = fixed_features(doc)
     pairs = (("learned", "fixed_pca"), ("learned", "fixed_random"), ("fixed_pca", "fixed_random"))
     return [compare_text(BROWN_VARIANTS[a], f[a]["test_ppl"], BROWN_VARIANTS[b], f[b]["test_ppl"]) for a, b in pairs]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .recurrent_table import differences, spread, within_spread
+from .recurrent_table import differences, spread, verdict, within_spread
 from .report import pm, show_table
 
 HEAD = [["method", "lr", "epochs", "valid", "test", "CPU s / epoch", "x full", "to 5%", "to 1%"]]
@@ -224,11 +224,10 @@ def listed(names, code: bool = True) -> str:
 
 def difference_phrase(d: dict, reference_mean: float, what: str = "test perplexity") -> str:
     """One method against the reference in words: '3.1% lower test perplexity than the full softmax's,
-    beyond the seeds' spread' ('within the seeds' spread' when their seeds overlap)."""
+    beyond the seeds' spread' (:func:`~nplm_edu.analysis.recurrent_table.verdict`)."""
     rel = d["difference"] / reference_mean
     side = "lower" if rel < 0 else "higher"
-    verdict = "within the seeds' spread" if d["within_spread"] else "beyond the seeds' spread"
-    return f"{abs(rel):.1%} {side} {what} than the full softmax's, {verdict}"
+    return f"{abs(rel):.1%} {side} {what} than the full softmax's, {verdict(d)}"
 
 
 def ranking_sentence(doc: dict, measure: str = "test_ppl", what: str = "test perplexity") -> str:

@@ -9,6 +9,8 @@ spread), and give:
 - :func:`row_summaries`: per model, mean ± standard deviation over its seeds of each perplexity;
 - :func:`differences`: the difference of two models' mean test perplexities, with the seeds' spread,
   and whether the difference is within it (:func:`within_spread`);
+- :func:`verdict`: the book's one rule for such a difference, in words, which :func:`difference_text` (a
+  table's cell) and :func:`compare_text` (a sentence) end with;
 - :func:`recurrent_table` / :func:`show_recurrent_table`: both as one HTML table;
 - :func:`row_descriptions`: what each model is, as the file says, else as the caller's list says.
 """
@@ -96,6 +98,33 @@ def difference(x: dict, y: dict) -> dict:
             "seeds": (x["n"], y["n"])}
 
 
+def verdict(d: dict) -> str:
+    """The book's one rule for a :func:`difference`, in words: "within the seeds' spread" when the ranges of
+    the two rows' values meet (:func:`within_spread`: the seeds alone could give either order), "beyond the
+    seeds' spread" when they do not. A row with one value (the Kneser-Ney 5-gram, which has no seed, or a
+    model with one seed so far) is judged as a point against the other's range; when neither row has two
+    values there is no spread to judge by, and the verdict says so.
+
+    >>> [verdict(difference(spread(a), spread(b))) for a, b in (([1, 3], [2]), ([1, 3], [4]), ([1], [4]))]
+    ["within the seeds' spread", "beyond the seeds' spread", 'one seed each: no spread to judge by']
+    """
+    if max(d["seeds"]) < 2:
+        return "one seed each: no spread to judge by"
+    return "within the seeds' spread" if d["within_spread"] else "beyond the seeds' spread"
+
+
+def compare_text(name: str, a: dict, other: str, b: dict) -> str:
+    """Two :func:`spread` dicts compared in a sentence: which is lower, by how much, and the :func:`verdict`.
+
+    >>> compare_text("the LSTM", spread([286, 291]), "the GRU", spread([284, 287]))
+    "the LSTM scores 288.5 against the GRU's 285.5, higher by 3.0 (1.1%), within the seeds' spread."
+    """
+    d = difference(a, b)
+    side = "lower" if d["difference"] < 0 else "higher" if d["difference"] > 0 else "equal"
+    size = f" by {abs(d['difference']):.1f} ({abs(d['difference']) / b['mean']:.1%})" if side != "equal" else ""
+    return f"{name} scores {a['mean']:.1f} against {other}'s {b['mean']:.1f}, {side}{size}, {verdict(d)}."
+
+
 def differences(doc: dict, pairs=CONTROLS, measure: str = "test_ppl") -> list[dict]:
     """For each (a, b) of ``pairs`` with both models in the file: :func:`difference` of their ``measure``."""
     s = row_summaries(doc)
@@ -118,15 +147,13 @@ def recurrent_table(doc: dict, order=None, pairs=CONTROLS) -> tuple[list, list]:
 
 
 def difference_text(d: dict, digits: int = 1) -> str:
-    """'-12.3 ± 4.5, within the seeds' spread' (or 'beyond the seeds' spread'; no verdict on one seed).
+    """A :func:`difference` as a table's cell: '-12.3 ± 4.5, within the seeds' spread' (its :func:`verdict`).
 
     >>> difference_text({"difference": -0.0253, "std": 0.0427, "within_spread": True, "seeds": (3, 3)}, 3)
     "-0.025 ± 0.043, within the seeds' spread"
     """
     text = f"{d['difference']:+.{digits}f}" + (f" ± {d['std']:.{digits}f}" if d["std"] is not None else "")
-    if min(d["seeds"]) < 2:
-        return text + " (one seed so far)"
-    return text + (", within the seeds' spread" if d["within_spread"] else ", beyond the seeds' spread")
+    return f"{text}, {verdict(d)}"
 
 
 def show_recurrent_table(doc: dict, caption: str = "", order=None, pairs=CONTROLS) -> None:

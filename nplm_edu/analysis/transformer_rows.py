@@ -1,25 +1,14 @@
 """What the book says of the Transformer rows of the recurrent results file: one sentence per
 comparison (against the NPLM, the LSTMs, the Kneser-Ney 5-gram, and each mixed with it), each built
-from the rows by the book's one rule (:func:`~nplm_edu.analysis.recurrent_table.within_spread`: the
-seeds' ranges overlap or they do not), and the CPU hours the rows cost."""
+from the rows by :func:`~nplm_edu.analysis.recurrent_table.compare_text` (the book's one rule: the seeds'
+ranges overlap or they do not), and the CPU hours the rows cost."""
 
 from __future__ import annotations
 
-from .recurrent_table import row_summaries, runs_by_model, spread, within_spread
+from .recurrent_table import compare_text, row_summaries, runs_by_model, spread
 
 TRANSFORMERS = ("transformer-4", "transformer-32")
 OTHERS = ("nplm-dropout", "lstm", "lstm-4")
-
-
-def compare_text(name: str, a: dict, other: str, b: dict) -> str:
-    """'transformer-4 scores 210.3 against nplm-dropout's 203.0: higher, within the seeds' spread.'
-    from two :func:`~nplm_edu.analysis.recurrent_table.spread` dicts (lower perplexity wins; no verdict when one side has one value
-    and the other one too, since then there is no spread to judge by)."""
-    order = "lower" if a["mean"] < b["mean"] else "higher" if a["mean"] > b["mean"] else "equal"
-    text = f"{name} scores {a['mean']:.1f} against {other}'s {b['mean']:.1f}: {order}"
-    if a["n"] < 2 and b["n"] < 2:
-        return text + " (one seed each)."
-    return text + (", within the seeds' spread." if within_spread(a, b) else ", beyond the seeds' spread.")
 
 
 def transformer_verdicts(doc: dict, transformers=TRANSFORMERS, others=OTHERS) -> list[str]:
