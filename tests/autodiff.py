@@ -2,11 +2,21 @@
 
 It knows nothing of the package: each operation records its inputs and how to send a gradient back
 to them, and :meth:`Var.backward` walks the recorded graph in reverse topological order (as
-micrograd does for scalars). The tests write the recurrent networks' forward pass with these
-operations, straight from the equations, and compare the gradients it finds with the hand-derived
-backpropagation through time of :mod:`nplm_edu.models.rnn` and :mod:`nplm_edu.models.lstm`, and with
-the hand-derived backward of :mod:`nplm_edu.models.transformer` and of the character-aware input
-(:mod:`nplm_edu.models.char_input`).
+micrograd does for scalars). The tests write a model's forward pass with these operations, straight
+from the equations, and compare the gradients it finds with the package's hand-derived ones:
+
+* backpropagation through time of :mod:`nplm_edu.models.rnn`, :mod:`nplm_edu.models.lstm` and the GRU
+  (tests/test_recurrent.py, test_gru.py);
+* the backward of :mod:`nplm_edu.models.transformer` (test_transformer.py) and of the character-aware
+  input, :mod:`nplm_edu.models.char_input` (test_char_input.py);
+* the output layers that share out the vocabulary: the differentiated softmax,
+  :mod:`nplm_edu.models.differentiated_softmax` (test_differentiated_softmax.py); the adaptive softmax,
+  :mod:`nplm_edu.models.adaptive_softmax`, and its fast step, :mod:`nplm_edu.numerics.adaptive`
+  (test_adaptive_softmax.py, test_fast_adaptive.py); LightRNN's row and column output and its input
+  vectors, :mod:`nplm_edu.models.lightrnn` (test_lightrnn.py).
+
+The operations those output layers need (log, logsumexp, pick and rows through gather, concat_cols,
+total, subtraction) are each checked against central differences in test_autodiff.py.
 """
 
 from __future__ import annotations
@@ -50,6 +60,12 @@ class Var:
         other = lift(other)
         out = Var(self.value * other.value, (self, other))
         out.back = lambda g: (send(self, g * other.value), send(other, g * self.value))
+        return out
+
+    def __sub__(self, other):
+        other = lift(other)
+        out = Var(self.value - other.value, (self, other))
+        out.back = lambda g: (send(self, g), send(other, -g))
         return out
 
     def __rsub__(self, number):  # number - self
@@ -119,6 +135,48 @@ def recip(x: Var) -> Var:
     return out
 
 
+def log(x: Var) -> Var:
+    out = Var(np.log(x.value), (x,))
+    out.back = lambda g: send(x, g / x.value)
+    return out
+
+
+def total(x: Var) -> Var:
+    """The sum of every entry: a scalar."""
+    out = Var(x.value.sum(), (x,))
+    out.back = lambda g: send(x, np.broadcast_to(g, x.value.shape))
+    return out
+
+
+def logsumexp(x: Var) -> Var:
+    """log sum_j exp(x_ij) of each row: (N, M) -> (N, 1), computed after subtracting the row's largest entry."""
+    mx = x.value.max(axis=1, keepdims=True)
+    out = Var(mx + np.log(np.exp(x.value - mx).sum(axis=1, keepdims=True)), (x,))
+    out.back = lambda g: send(x, g * np.exp(x.value - out.value))  # d/dx_ij = softmax(x)_ij
+    return out
+
+
+def pick(x: Var, cols) -> Var:
+    """x[i, cols[i]] of each row: (N, M) -> (N,)."""
+    cols = np.asarray(cols)
+    return gather(x, (np.arange(len(cols)), cols))
+
+
+def concat_cols(parts: list[Var]) -> Var:
+    """The parts side by side along axis 1."""
+    out = Var(np.concatenate([p.value for p in parts], axis=1), tuple(parts))
+
+    def back(g):
+        at = 0
+        for p in parts:
+            w = p.value.shape[1]
+            send(p, g[:, at:at + w])
+            at += w
+
+    out.back = back
+    return out
+
+
 def sum_cols(x: Var) -> Var:
     """The sum of each row: (N, M) -> (N, 1)."""
     out = Var(x.value.sum(axis=1, keepdims=True), (x,))
@@ -133,14 +191,18 @@ def sigmoid(x: Var) -> Var:
 
 
 def rows(table: Var, ids) -> Var:
-    """table[ids]: the look-up of a word's feature vector."""
-    ids = np.asarray(ids)
-    out = Var(table.value[ids], (table,))
+    """table[ids]: the look-up of a word's feature vector (any rows of any array, repeats adding up)."""
+    return gather(table, np.asarray(ids))
+
+
+def gather(x: Var, at) -> Var:
+    """x[at] for a numpy index ``at``; the gradient of entries read several times adds up."""
+    out = Var(x.value[at], (x,))
 
     def back(g):
-        full = np.zeros_like(table.value)
-        np.add.at(full, ids, g)
-        send(table, full)
+        full = np.zeros_like(x.value)
+        np.add.at(full, at, g)
+        send(x, full)
 
     out.back = back
     return out

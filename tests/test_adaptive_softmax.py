@@ -1,6 +1,7 @@
-"""The adaptive softmax (models.adaptive_softmax): gradients against central differences in float64,
-probabilities summing to 1 over the vocabulary, the frequency ranking, training through the trainer,
-bad settings in one line."""
+"""The adaptive softmax (models.adaptive_softmax): gradients against central differences and against an
+independent reverse-mode AD of Grave et al.'s equations (tests/autodiff.py) in float64, probabilities
+summing to 1 over the vocabulary, the frequency ranking, training through the trainer, bad settings in
+one line."""
 
 import numpy as np
 import pytest
@@ -8,9 +9,9 @@ import pytest
 from nplm_edu.data.corpus import load_corpus
 from nplm_edu.errors import UserError
 from nplm_edu.models.adaptive_softmax import AdaptiveSoftmax, frequency_rank
-from nplm_edu.models.gradcheck import gradcheck
+from nplm_edu.models.gradcheck import gradcheck, relative_error
 from nplm_edu.models.nplm import NPLM, NPLMConfig
-from nplm_edu.models.sparse_output import train_counts
+from nplm_edu.models.sparse_output import densify, train_counts
 from nplm_edu.training.trainer import TrainConfig, train
 
 V, H = 13, 16
@@ -42,6 +43,85 @@ def check_layer(layer, seed=0):
     assert np.allclose(np.exp(lp).sum(axis=1), 1.0, atol=1e-12)  # every context
     assert np.allclose(model.log_prob(c, t), lp[np.arange(len(t)), t], atol=1e-12)
     return model, c, t
+
+
+def layer_case(layer, seed=0, K=12, counts=COUNTS):
+    """The layer's parameters (float64, away from their initial values), a hidden layer a (K, h) and K
+    targets: the first word of each band / of the head and of each tail by frequency, and a repeat."""
+    rng = np.random.default_rng(seed)
+    P = layer.init_params(rng, np.float64)
+    for k, p in P.items():
+        if k not in layer.state:
+            p[...] = 0.5 * rng.standard_normal(p.shape)
+    a, t = rng.standard_normal((K, layer.h)), rng.integers(0, layer.V, K)
+    by_frequency = np.argsort(-counts, kind="stable")  # the words from the most frequent, ties by id
+    firsts = by_frequency[[0] + list(layer.bounds[1:-1])]
+    t[:len(firsts)], t[-1] = firsts, firsts[-1]
+    return P, a, t
+
+
+def against_autodiff(loss, ga, grads, P, a, t, autodiff_loss, zero=()):
+    """A layer's loss, its hand-derived gradients ``grads`` (dense) and dL/da ``ga`` against
+    ``autodiff_loss(Vars, a Var, t)``, the same loss written with tests/autodiff.py's operations:
+    each gradient's relative error (asserted below 1e-12; the loss to 1e-13 relative). Every
+    gradient is reached by the batch (not zero) but those named in ``zero``, zero in both."""
+    from autodiff import Var
+
+    Vars, A = {k: Var(v) for k, v in P.items()}, Var(a)
+    L = autodiff_loss(Vars, A, t)
+    L.backward()
+    assert loss == pytest.approx(float(L.value), rel=1e-13)
+    errors = {"a": relative_error(ga, A.grad)}
+    for k in grads:
+        g = densify(grads[k], P[k])
+        assert (np.abs(Vars[k].grad).max() > 0) != (k in zero) and (k not in zero or not g.any()), k
+        errors[k] = relative_error(g, Vars[k].grad)
+    assert max(errors.values()) < 1e-12, errors
+    return errors
+
+
+def layer_against_autodiff(layer, P, a, t, autodiff_loss, zero=()):
+    """:func:`against_autodiff` for the layer's loss and backward_sparse; every trained parameter checked."""
+    loss, cache = layer.loss(P, {"U": a}, t)
+    g_in, grads = layer.backward_sparse(P, cache)
+    assert set(grads) == set(P) - set(layer.state)
+    return against_autodiff(loss, g_in["U"], grads, P, a, t, autodiff_loss, zero)
+
+
+def one_word_tails(layer) -> tuple:
+    """The parameters of the tails of one word: log softmax over one word is 0, their gradients are zero."""
+    return tuple(f"{k}_{i}" for i in range(1, layer.n + 1) if layer.bounds[i + 1] - layer.bounds[i] == 1
+                 for k in ("Proj", "U", "b"))
+
+
+def adaptive_autodiff_loss(P, a, targets, cutoffs, counts=COUNTS):
+    """Grave et al.'s (2017) mean NLL written with tests/autodiff.py's operations: log p(w) = log
+    softmax(y_head)[w's head unit] (+ log softmax(y_i)[w] for w in tail i), every tail computed for every
+    example and kept by a 0/1 weight where the target is in it."""
+    from autodiff import logsumexp, pick, total
+
+    K = len(targets)
+    rank = np.argsort(np.argsort(-counts, kind="stable"))  # (|V|,) each word's frequency rank, ties by id
+    bounds = [0] + list(cutoffs) + [len(counts)]  # the head: ranks 0..c_1; tail i: bounds[i]..bounds[i + 1]
+    r = rank[targets]  # (K,)
+    tail = np.searchsorted(bounds[1:-1], r, side="right")  # (K,) 0: the head, i: tail i
+    y_head = a @ P["U_head"].T + P["b_head"]  # (K, c_1 + n)
+    head_unit = np.where(tail == 0, r, bounds[1] + tail - 1)  # the word itself, or its tail's token
+    logp = total(pick(y_head - logsumexp(y_head), head_unit))
+    for i in range(1, len(bounds) - 1):
+        y = (a @ P[f"Proj_{i}"].T) @ P[f"U_{i}"].T + P[f"b_{i}"]  # (K, |tail i|) y_i = b_i + U_i Proj_i a
+        inside = np.clip(r - bounds[i], 0, bounds[i + 1] - bounds[i] - 1)  # the target's place (any, outside)
+        logp = logp + total(pick(y - logsumexp(y), inside) * (tail == i).astype(np.float64))
+    return logp * (-1.0 / K)
+
+
+@pytest.mark.parametrize("cutoffs", [[4, 9], [6], [1, 2, 3]])
+def test_backward_equals_automatic_differentiation(cutoffs):
+    """The hand-derived backward (head, projections, tails, dL/da) equals an independent reverse-mode AD."""
+    layer = AdaptiveSoftmax(V, H, cutoffs, COUNTS)
+    P, a, t = layer_case(layer)
+    layer_against_autodiff(layer, P, a, t, lambda P, a, t: adaptive_autodiff_loss(P, a, t, cutoffs),
+                           zero=one_word_tails(layer))  # [1, 2, 3]: tails 1 and 2 hold one word each
 
 
 def test_shapes_follow_the_cutoffs_and_div():

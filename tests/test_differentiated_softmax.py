@@ -1,6 +1,7 @@
-"""The differentiated softmax (models.differentiated_softmax): gradients against central differences in
-float64, probabilities summing to 1 over the vocabulary, each band reading its own slice of the hidden
-layer, training through the trainer, bad settings in one line."""
+"""The differentiated softmax (models.differentiated_softmax): gradients against central differences and
+against an independent reverse-mode AD of Chen et al.'s equations (tests/autodiff.py) in float64,
+probabilities summing to 1 over the vocabulary, each band reading its own slice of the hidden layer,
+training through the trainer, bad settings in one line."""
 
 import numpy as np
 import pytest
@@ -9,12 +10,37 @@ from nplm_edu.errors import UserError
 from nplm_edu.models.differentiated_softmax import DifferentiatedSoftmax
 from nplm_edu.models.output import FullSoftmax
 
-from test_adaptive_softmax import COUNTS, H, V, check_layer, model_and_batch, train_a_little
+from test_adaptive_softmax import COUNTS, H, V, check_layer, layer_against_autodiff, layer_case, model_and_batch, \
+    train_a_little
+
+BANDS = [([4, 9], [10, 4, 2]), ([6], [15, 1]), ([1, 2, 3], [4, 4, 4, 4])]  # (cutoffs, widths)
 
 
-@pytest.mark.parametrize("cutoffs,widths", [([4, 9], [10, 4, 2]), ([6], [15, 1]), ([1, 2, 3], [4, 4, 4, 4])])
+@pytest.mark.parametrize("cutoffs,widths", BANDS)
 def test_gradients_and_probabilities(cutoffs, widths):
     check_layer(DifferentiatedSoftmax(V, H, cutoffs, widths, COUNTS))
+
+
+def differentiated_autodiff_loss(P, a, targets, widths):
+    """Chen, Grangier and Auli's (2016) mean NLL written with tests/autodiff.py's operations: y_w = b_w +
+    U_j[w] . a_j for w in band j (a_j band j's slice of a; band j's words are U_j's rows, by rank), one
+    softmax over the |V| words."""
+    from autodiff import concat_cols, logsumexp, pick, rows, total
+
+    order = np.argsort(-COUNTS, kind="stable")  # (|V|,) the words from the most frequent, ties by id
+    rank = np.argsort(order)  # (|V|,) each word's rank
+    lo = np.r_[0, np.cumsum(widths)]  # a_j = a[:, lo[j-1]:lo[j]]
+    y = concat_cols([a.cols(lo[j - 1], lo[j]) @ P[f"U_{j}"].T for j in range(1, len(widths) + 1)])  # (K, |V|) by rank
+    y = y + rows(P["b"], order)  # b in rank order
+    return total(pick(y - logsumexp(y), rank[targets])) * (-1.0 / len(targets))
+
+
+@pytest.mark.parametrize("cutoffs,widths", BANDS)
+def test_backward_equals_automatic_differentiation(cutoffs, widths):
+    """The hand-derived backward (every band's U_j, b, dL/da) equals an independent reverse-mode AD."""
+    layer = DifferentiatedSoftmax(V, H, cutoffs, widths, COUNTS)
+    P, a, t = layer_case(layer)
+    layer_against_autodiff(layer, P, a, t, lambda P, a, t: differentiated_autodiff_loss(P, a, t, widths))
 
 
 def test_each_band_reads_only_its_slice():

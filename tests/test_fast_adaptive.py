@@ -1,4 +1,5 @@
-"""The adaptive softmax's fast step (nplm_edu.numerics.adaptive) against the readable layer, in float64."""
+"""The adaptive softmax's fast step (nplm_edu.numerics.adaptive) against the readable layer and against an
+independent reverse-mode AD of Grave et al.'s equations (tests/autodiff.py), in float64."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from nplm_edu.models.sparse_output import densify
 from nplm_edu.numerics.adaptive import AdaptiveNPLM
 from nplm_edu.numerics.sparse import SparseNPLM
 from nplm_edu.numerics.threads import set_threads
+
+from test_adaptive_softmax import adaptive_autodiff_loss, against_autodiff
 
 V, H, K = 40, 12, 24
 COUNTS = np.random.default_rng(0).integers(1, 60, V)
@@ -66,6 +69,18 @@ def test_loss_and_every_gradient_equal_the_readable_layer(threads, cutoffs, tail
     assert set(grads) == set(grads2)
     for k in grads:
         assert np.abs(densify(grads[k], P[k]) - grads2[k]).max() < 1e-12, k
+
+
+@pytest.mark.parametrize("cutoffs", [[8, 20], [8, 20, 33], [30]])
+def test_fast_step_equals_automatic_differentiation(threads, cutoffs):
+    """The fast step's loss, every gradient and dL/da on 1, 2, 3 threads against an independent reverse-mode AD."""
+    fast, _, layer = models(cutoffs)
+    rng = np.random.default_rng(4)
+    c, t = batch(layer, rng)
+    P, a = fast.params, rng.standard_normal((K, H))
+    loss, g_in, grads = fast.output_step(P, {"U": a}, t)
+    assert fast._blocks(K) == threads and set(grads) == set(layer.init_params(rng, np.float64))
+    against_autodiff(loss, g_in["U"], grads, P, a, t, lambda P, a, t: adaptive_autodiff_loss(P, a, t, cutoffs, COUNTS))
 
 
 @pytest.mark.parametrize("cutoffs", [[8, 20], [8, 20, 33]])  # two and three tails (owners spread them)

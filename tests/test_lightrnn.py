@@ -1,6 +1,7 @@
-"""LightRNN's output and input layers (models.lightrnn): gradients against central differences in float64,
-probabilities summing to 1 over the vocabulary whatever the table, empty slots never predicted, the
-table checked, training through the trainer."""
+"""LightRNN's output and input layers (models.lightrnn): gradients against central differences and against
+an independent reverse-mode AD of Li et al.'s equations (tests/autodiff.py) in float64, probabilities
+summing to 1 over the vocabulary whatever the table, empty slots never predicted, the table checked,
+training through the trainer."""
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from nplm_edu.models.lightrnn import LightInput, LightOutput, table_shape
 from nplm_edu.models.nplm import NPLM, NPLMConfig
 from nplm_edu.training.trainer import TrainConfig, train
 
+from test_adaptive_softmax import layer_against_autodiff
 from test_char_input import numerical
 
 V, H = 13, 6  # a 4 x 4 table with 3 empty slots
@@ -57,6 +59,64 @@ def test_probabilities_sum_to_one_after_the_table_changes_and_empty_rows_get_not
     mask_r, mask_c = layer.masks(model.params)
     assert np.isinf(mask_c[3, 1:]).all() and not np.isinf(mask_r).any()
     assert max(gradcheck(model, c, t).values()) < 1e-7
+
+
+def light_autodiff_loss(P, a, targets):
+    """Li et al.'s (2016) mean NLL written with tests/autodiff.py's operations: -log P_r(R_w | a) -
+    log P_c(C_w | a, R_w), each softmax a sum of exp over the places that hold a word (a 0/1 weight)."""
+    from autodiff import exp, log, pick, rows, sum_cols, tanh, total
+
+    R, C_t = len(P["Y_r"].value), len(P["Y_c"].value)
+    slot = P["slot"].value.astype(np.int64)  # (|V|,) the word's place R_w C_t + C_w
+    holds = np.zeros(R * C_t)
+    holds[slot] = 1.0
+    holds = holds.reshape(R, C_t)  # (R, C_t) 1 where a slot holds a word
+    r, c = slot[targets] // C_t, slot[targets] % C_t  # (K,) the targets' rows and columns
+    y_r = a @ P["Y_r"].T + P["b_r"]  # (K, R)
+    log_Pr = y_r - log(sum_cols(exp(y_r) * holds.max(axis=1)))  # over the rows that hold a word
+    g = tanh(a @ P["A"].T + rows(P["E"], r))  # (K, h) the state after reading the row
+    y_c = g @ P["Y_c"].T + P["b_c"]  # (K, C_t)
+    log_Pc = y_c - log(sum_cols(exp(y_c) * holds[r]))  # over the occupied slots of row R_w
+    return (total(pick(log_Pr, r)) + total(pick(log_Pc, c))) * (-1.0 / len(targets))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_backward_equals_automatic_differentiation(seed):
+    """The hand-derived backward (Y_r, b_r, A, E, Y_c, b_c and dL/da) equals an independent reverse-mode
+    AD; some targets' rows have an empty slot, which the column softmax leaves out."""
+    model, _, t = network(seed)
+    layer = model.output
+    P = {k: model.params[k] for k in layer.init_params(np.random.default_rng(0), np.float64)}
+    a = np.random.default_rng(seed + 10).standard_normal((len(t), H))
+    assert np.isinf(layer.masks(P)[1][(P["slot"][t] // layer.C_t).astype(int)]).any()
+    layer_against_autodiff(layer, P, a, t, light_autodiff_loss)
+
+
+def test_the_light_input_and_output_equal_automatic_differentiation():
+    """With m = h, LightRNN's input vectors (X^r(R_w), X^c(C_w)) read by the output layer: the hand-derived
+    backward through both layers equals an independent reverse-mode AD."""
+    from autodiff import Var, concat_cols, rows
+
+    model, _, t = network()
+    out, inp = model.output, LightInput(V, H)
+    P = {k: model.params[k] for k in out.init_params(np.random.default_rng(0), np.float64)}
+    P.update({k: 0.5 * np.random.default_rng(3).standard_normal(v.shape)
+              for k, v in inp.init_params(np.random.default_rng(0), np.float64).items()})
+    ids = np.r_[t[1:], t[0]]  # the input words, one a repeat
+    x, cache_in = inp.forward(P, ids)  # (K, h)
+    loss, cache = out.loss(P, {"U": x}, t)
+    g_in, grads = out.backward_sparse(P, cache)
+    grads.update(inp.backward(P, cache_in, g_in["U"]))
+    Vars = {k: Var(v) for k, v in P.items()}
+    r, c = np.divmod(P["slot"][ids].astype(np.int64), out.C_t)  # the input words' rows and columns
+    xv = concat_cols([rows(Vars["X_r"], r), rows(Vars["X_c"], c)])  # x(w) = (X^r(R_w), X^c(C_w))
+    L = light_autodiff_loss(Vars, xv, t)
+    L.backward()
+    assert np.array_equal(xv.value, x) and loss == pytest.approx(float(L.value), rel=1e-13)
+    assert set(grads) == set(P) - {"slot"}
+    errors = {k: relative_error(grads[k], Vars[k].grad) for k in grads}
+    errors["x"] = relative_error(g_in["U"], xv.grad)
+    assert max(errors.values()) < 1e-12, errors
 
 
 def test_the_light_input_against_central_differences():
