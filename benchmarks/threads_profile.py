@@ -59,6 +59,9 @@ def waits() -> dict:
     return out
 
 
+MODELS = ("MLP1", "MLP9", "LSTM256", "LSTM512")  # bench_train.py's shapes and bench_recurrent.py's h
+
+
 def make_step(name: str):
     """(step(X, Y), batches) of bench_train.py's or bench_recurrent.py's contender "ours"."""
     if name.startswith("LSTM"):
@@ -90,10 +93,13 @@ def profile(name: str, T: int, steps: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--steps", type=int, default=20, help="steps measured per model and thread count")
-    ap.add_argument("--models", default="MLP1,MLP9,LSTM256,LSTM512")
+    ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, among {','.join(MODELS)}")
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
     ap.add_argument("--json", help="also write the results here (machine, load, commit, one row per model and thread count)")
     args = ap.parse_args()
+    unknown = [m for m in args.models.split(",") if m not in MODELS]
+    if unknown:
+        ap.error(f"--models: unknown {','.join(unknown)}; choose among {','.join(MODELS)}")
     load_before, others, rows = list(os.getloadavg()), OthersMeter(), []
     print(f"{'model':8} {'threads':>7} {'CPU ms/step':>11} {'serial ms':>9} {'serial':>7} {'bound':>6}  waits/step per thread")
     for name in args.models.split(","):
