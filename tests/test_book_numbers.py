@@ -641,6 +641,24 @@ QUALITY_GLUED = [  # 11_2_brown's time to quality: CPU seconds to within 5% and 
      lambda R: max(r["cpu_seconds_training"] / r["wall_seconds_training"] for r in R("recurrent/runs"))),
     ("11_2_brown", "quality_swing", lambda R: max(max(c) / min(c) - 1 for r in R("recurrent/runs")
                                                   if (c := [e["cpu_seconds"] for e in r["history"]]))),
+    ("11_2_brown", "quality_grid_epochs", lambda R: R("recurrent/protocol/grid_epochs")),
+]
+
+
+def _count_bins(R):  # the training-count bins of the character-aware LSTM's table, rarest first: "0-3", ..., ">10000"
+    return [b["bin"] for b in R("recurrent/runs[method=char-lstm,seed=0]/words/by_frequency/target") if b["bin"] != "unk"]
+
+
+SAMPLES_AND_BINS_GLUED = [  # 11_2_brown: the samples' settings, and the bounds of the bins the text names
+    ("11_2_brown", "sample_length", lambda R: R("recurrent/samples/length")),
+    ("11_2_brown", "sample_seed_a", lambda R: R("recurrent/samples/seeds")[0]),
+    ("11_2_brown", "sample_seed_b", lambda R: R("recurrent/samples/seeds")[1]),
+    ("11_2_brown", "sample_prompt_words", lambda R: len(R("recurrent/runs[method=lstm,seed=0]/samples/prompt").split())),
+    ("11_2_brown", "char_rare_from", lambda R: int(_count_bins(R)[0].split("-")[0])),
+    ("11_2_brown", "char_rare_to", lambda R: int(_count_bins(R)[0].split("-")[1])),
+    ("11_2_brown", "char_second_from", lambda R: int(_count_bins(R)[1].split("-")[0])),
+    ("11_2_brown", "char_second_to", lambda R: int(_count_bins(R)[1].split("-")[1])),
+    ("11_2_brown", "char_top_above", lambda R: int(_count_bins(R)[-1].lstrip(">"))),
 ]
 
 
@@ -677,6 +695,7 @@ GLUED = [
      lambda R: R("bench_transformer_context/rows[n_ctx=1024]/us_per_word")
      / R("bench_transformer_context/rows[n_ctx=4]/us_per_word")),
     *QUALITY_GLUED,
+    *SAMPLES_AND_BINS_GLUED,
 ]
 
 

@@ -83,6 +83,13 @@ def test_what_the_chapter_says_of_stopping_and_words():
 
     capped = {"runs": DOC["runs"][:2] + [{**DOC["runs"][2], "stopped_early": False, "reached_max_epochs": True}]}
     assert stopping_text(capped) == "2 of the 3 runs stopped early, on validation; these reached the epoch cap: lstm (1 of 3 seeds)."
+    # a seed that stopped early at the cap's own epoch is named, so "40, 40, 40" in the table is not read as
+    # three seeds at the cap; without the cap in the file, or below it, nothing is added
+    named = {"runs": [run("lstm", 0, 200, epochs=8), *capped["runs"][1:]], "protocol": {"max_epochs": 10}}
+    assert stopping_text(named) == ("2 of the 3 runs stopped early, on validation (lstm seed 1 at epoch 10, "
+                                    "the cap itself: its patience ran out on the last epoch allowed); these reached "
+                                    "the epoch cap: lstm (1 of 3 seeds).")
+    assert stopping_text({**named, "protocol": {"max_epochs": 11}}) == stopping_text(capped)
     assert frequency_rows(DOC) == ([], [])
     doc = {"runs": DOC["runs"] + [char_run(0, 100.0, 120.0), char_run(1, 104.0, 124.0, skipped=True)]}
     body, head = frequency_rows(doc)

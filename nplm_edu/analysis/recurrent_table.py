@@ -164,13 +164,21 @@ def show_recurrent_table(doc: dict, caption: str = "", order=None, pairs=CONTROL
 
 # --------------------------------------------------------------------------- what a chapter says of the file
 def stopping_text(doc: dict) -> str:
-    """One sentence on how the seeds' runs ended: stopped early, or at the epoch cap (named)."""
+    """One sentence on how the seeds' runs ended: stopped early, or at the epoch cap (named). A seed that
+    stopped early at the cap's own epoch (its patience ran out on the last epoch allowed) is named too,
+    so that a row whose epochs all read the cap is not taken to have reached it at every seed."""
     s = row_summaries(doc)
     capped = [f"{m} ({k['reached_max_epochs']} of {len(k['seeds'])} seeds)" for m, k in s.items()
               if k["reached_max_epochs"]]
+    cap = (doc.get("protocol") or {}).get("max_epochs")
+    at_cap = [f"{m} seed {r['seed']}" for m, rows in runs_by_model(doc).items() for r in rows
+              if cap is not None and r.get("stopped_early") and r["epochs"] == cap]
     runs = sum(len(k["seeds"]) for k in s.values())
     early = sum(k["stopped_early"] for k in s.values())
     text = f"{early} of the {runs} runs stopped early, on validation"
+    if at_cap:
+        text += (f" ({', '.join(at_cap)} at epoch {cap}, the cap itself: "
+                 f"{'its' if len(at_cap) == 1 else 'their'} patience ran out on the last epoch allowed)")
     return text + (f"; these reached the epoch cap: {', '.join(capped)}." if capped else ".")
 
 
