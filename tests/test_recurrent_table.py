@@ -102,3 +102,10 @@ def test_what_the_chapter_says_of_stopping_and_words():
     assert head == [["bin", "tokens", "char-lstm", "lstm"]] and body[0] == ["unk", "5", "102.0 ± 2.8", "124.0"]
     body, _ = oov_rows(doc)
     assert body == [["0", "4", "300.0", "299.5", "900.0", "850.0", "75%"]]  # seed 1 had no original words
+
+
+def test_order_first_and_the_rest_only_when_asked():
+    names = [row[0] for row in recurrent_table(DOC, order=("nplm-dropout",), pairs=())[0]]
+    assert names == ["nplm-dropout", "lstm", "lstm-4"]  # the order's model, then the file's others
+    only = [row[0] for row in recurrent_table(DOC, order=("nplm-dropout", "lstm"), pairs=(), rest=False)[0]]
+    assert only == ["nplm-dropout", "lstm"]

@@ -132,11 +132,12 @@ def differences(doc: dict, pairs=CONTROLS, measure: str = "test_ppl") -> list[di
             for a, b in pairs if a in s and b in s]
 
 
-def recurrent_table(doc: dict, order=None, pairs=CONTROLS) -> tuple[list, list]:
+def recurrent_table(doc: dict, order=None, pairs=CONTROLS, rest: bool = True) -> tuple[list, list]:
     """(body, head) of the table: one line per model (chosen lr, epochs per seed, parameters, validation,
-    test and mixed test perplexity as mean ± std over the seeds), then one line per control difference."""
+    test and mixed test perplexity as mean ± std over the seeds), then one line per control difference.
+    The models of ``order`` first, in that order, then (``rest``) the file's other models."""
     s = row_summaries(doc)
-    models = [m for m in (order or []) if m in s] + [m for m in s if m not in (order or [])]
+    models = [m for m in (order or []) if m in s] + ([m for m in s if m not in (order or [])] if rest else [])
     head = [["model", "lr", "epochs", "parameters", "seeds", "valid", "test", "test, mixed with KN5"]]
     body = [[m, f"{s[m]['lr']:g}", ", ".join(map(str, s[m]["epochs"])),
              f"{s[m]['parameters']:,}" if s[m]["parameters"] else "", str(len(s[m]["seeds"])),
@@ -156,9 +157,9 @@ def difference_text(d: dict, digits: int = 1) -> str:
     return f"{text}, {verdict(d)}"
 
 
-def show_recurrent_table(doc: dict, caption: str = "", order=None, pairs=CONTROLS) -> None:
+def show_recurrent_table(doc: dict, caption: str = "", order=None, pairs=CONTROLS, rest: bool = True) -> None:
     """Display :func:`recurrent_table` in a notebook (:func:`~nplm_edu.analysis.report.show_table`)."""
-    body, head = recurrent_table(doc, order, pairs)
+    body, head = recurrent_table(doc, order, pairs, rest)
     show_table(body, head, caption)
 
 
