@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from nplm_edu.analysis.recurrent_table import (differences, pm, recurrent_table, row_descriptions, row_summaries,
-                                               spread, within_spread)
+from nplm_edu.analysis.recurrent_table import (differences, neighbours_text, pm, recurrent_table, row_descriptions,
+                                               row_summaries, spread, within_spread)
 
 
 def run(method, seed, test, valid=None, mix=None, epochs=10):
@@ -109,3 +109,14 @@ def test_order_first_and_the_rest_only_when_asked():
     assert names == ["nplm-dropout", "lstm", "lstm-4"]  # the order's model, then the file's others
     only = [row[0] for row in recurrent_table(DOC, order=("nplm-dropout", "lstm"), pairs=(), rest=False)[0]]
     assert only == ["nplm-dropout", "lstm"]
+
+
+def test_each_two_neighbours_are_judged_by_the_one_rule():
+    # a (1-2) ends below b (5-6): beyond; b and c (5.5-7) meet: within; d has one value inside c's range
+    # (judged as a point against it: within); d and e, one value each, have no spread to judge by
+    rows = [("a", spread([1.0, 2.0])), ("b", spread([5.0, 6.0])), ("c", spread([5.5, 7.0])), ("d", spread([6.5])),
+            ("e", spread([9.0]))]
+    assert neighbours_text(rows) == ("`a` ahead of `b` beyond the seeds' spread, `b` and `c` within the seeds' spread, "
+                                     "`c` and `d` within the seeds' spread, `d` and `e`: one seed each: no spread to "
+                                     "judge by")
+    assert neighbours_text(rows[:1]) == ""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .recurrent_table import differences, spread, verdict, within_spread
+from .recurrent_table import differences, neighbours_text, spread, verdict
 from .report import pm, show_table
 
 HEAD = [["method", "lr", "epochs", "valid", "test", "CPU s / epoch", "x full", "to 5%", "to 1%"]]
@@ -244,8 +244,10 @@ def ranking_sentence(doc: dict, measure: str = "test_ppl", what: str = "test per
 
 def quality_sentence(doc: dict, index: int = 0, clock: str = "cpu_seconds") -> str:
     """Who came within the ``index``-th quality (5%, then 1%) of the reference's best validation perplexity,
-    fastest first with the mean CPU seconds of its seeds, who came with some seeds only, who never came
-    (with the best it reached); whether the fastest is ahead of the next beyond the seeds' spread."""
+    listed by the mean CPU seconds of its seeds, who came with some seeds only, who never came (with the best
+    it reached); and for each two neighbours of that list, whether one is ahead of the other beyond the seeds'
+    spread or the two are within it
+    (:func:`~nplm_edu.analysis.recurrent_table.neighbours_text`)."""
     ref = doc.get("reference")
     if not ref:
         return ""
@@ -267,11 +269,7 @@ def quality_sentence(doc: dict, index: int = 0, clock: str = "cpu_seconds") -> s
     if every:
         first = (f"every seed of {listed([f'{n} ({t:,.0f} CPU s)' for t, n, _ in every])} came within {pct}% of the full "
                  f"softmax's best validation perplexity (to {target:.1f} or below)"
-                 + (", in that order" if len(every) > 1 else ""))
-        if len(every) > 1:
-            close = within_spread(every[0][2], every[1][2])
-            first += (f"; `{every[0][1]}` came first, ahead of `{every[1][1]}` "
-                      + ("only within the seeds' spread" if close else "beyond the seeds' spread"))
+                 + (f", listed by mean time: {neighbours_text([(n, s) for _, n, s in every])}" if len(every) > 1 else ""))
         parts.append(first)
     if some:
         parts.append(f"only some seeds of {listed(some)} came within {pct}%")

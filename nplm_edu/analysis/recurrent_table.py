@@ -10,7 +10,8 @@ spread), and give:
 - :func:`differences`: the difference of two models' mean test perplexities, with the seeds' spread,
   and whether the difference is within it (:func:`within_spread`);
 - :func:`verdict`: the book's one rule for such a difference, in words, which :func:`difference_text` (a
-  table's cell) and :func:`compare_text` (a sentence) end with;
+  table's cell) and :func:`compare_text` (a sentence) end with, and :func:`neighbours_text` applies to each
+  two neighbours of a list;
 - :func:`recurrent_table` / :func:`show_recurrent_table`: both as one HTML table;
 - :func:`row_descriptions`: what each model is, as the file says, else as the caller's list says.
 """
@@ -123,6 +124,24 @@ def compare_text(name: str, a: dict, other: str, b: dict) -> str:
     side = "lower" if d["difference"] < 0 else "higher" if d["difference"] > 0 else "equal"
     size = f" by {abs(d['difference']):.1f} ({abs(d['difference']) / b['mean']:.1%})" if side != "equal" else ""
     return f"{name} scores {a['mean']:.1f} against {other}'s {b['mean']:.1f}, {side}{size}, {verdict(d)}."
+
+
+def neighbours_text(rows: list[tuple[str, dict]]) -> str:
+    """Each two neighbours of ``rows`` ((name, :func:`spread` of its seeds' values), listed by mean, e.g. of
+    their times) judged by the book's one rule, :func:`verdict`: the first ahead of the second beyond the
+    seeds' spread, or the two within it.
+
+    >>> neighbours_text([("a", spread([1, 2])), ("b", spread([5, 6])), ("c", spread([5.5, 7]))])
+    "`a` ahead of `b` beyond the seeds' spread, `b` and `c` within the seeds' spread"
+    """
+    out = []
+    for (a, x), (b, y) in zip(rows, rows[1:]):
+        d = difference(x, y)
+        if max(d["seeds"]) < 2:  # no spread to judge by
+            out.append(f"`{a}` and `{b}`: {verdict(d)}")
+        else:
+            out.append((f"`{a}` and `{b}` " if d["within_spread"] else f"`{a}` ahead of `{b}` ") + verdict(d))
+    return ", ".join(out)
 
 
 def differences(doc: dict, pairs=CONTROLS, measure: str = "test_ppl") -> list[dict]:
