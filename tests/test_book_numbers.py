@@ -1,20 +1,14 @@
 """The figures the book's prose states agree with data/results/*.json, and its text speaks to readers.
 
-Every row of FIGURES is (notebook, pattern, value, format): ``pattern`` is a regular expression
-searched in the notebook's markdown (all markdown cells, every run of white space read as one
-space, so line breaks do not matter); its first group captures a number as the prose prints it.
-``value`` says where the number comes from: a path into the result files such as
-``"table1/rows/MLP9/test"`` (file name without ``.json``, then keys; ``rows[model=kn,order=5]``
-picks the one element of a list whose fields match), or a function of ``R``, the function that
-reads such paths. ``format`` is a format spec (``".1f"``, ``".3f"``, ``".0%"``). The numbers are
-read from the JSON, never written here: when the results are regenerated, every sentence whose
-figure moved fails until the prose is updated. To check one more figure, add a row.
+Every figure the prose states from a results file is inserted with MyST-NB glue from a code cell
+(GLUED below recomputes each such value from the JSON, so a regenerated result that moves a figure
+fails until the cell that reads it is run again).
 
 Many other figures, most of them in the exercises' solutions, are read off the stored outputs of the
 notebook's own code cells (what a reader sees printed under a cell), which nbval holds equal to a
 fresh run. OUTPUT_FIGURES ties them to those outputs: every row is (notebook, prose pattern, output
-pattern, format). The prose pattern is searched as in FIGURES (a figure LaTeX prints as 17{,}907
-reads as 17,907). The output pattern is searched in all the notebook's stored outputs as one text
+pattern, format). The prose pattern is searched in the chapter's markdown (all its pages, every run of white space
+read as one space; a figure LaTeX prints as 17{,}907 reads as 17,907). The output pattern is searched in all the notebook's stored outputs as one text
 (printed streams, ``text/plain``, and ``text/html`` with its tags stripped; every run of white space
 one space); its first group captures a number as the output prints it. With format None the prose
 must print exactly that text; with a format spec (".2f", ".0%") the output's number (commas and a
@@ -79,12 +73,6 @@ def R(path: str):
 
 N = r"([-\d.,]+%?)"  # a number as the prose prints it
 
-FIGURES = [
-    # (chapter 8: every number of the central claim is glued from central_claim.json; chapter 10's mean class
-    # size of frequency binning, |V| / n_c, is glued too: GLUED's 10_3_brown:mean_class)
-]
-
-
 def markdown_cells(path: Path) -> list[str]:
     nb = json.loads(path.read_text(encoding="utf-8"))
     return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
@@ -108,25 +96,6 @@ def chapter_pages(notebook: str) -> tuple[Path, ...]:
 def prose(notebook: str) -> str:
     return re.sub(r"\s+", " ", " ".join(text for page in chapter_pages(notebook) for text in markdown_cells(page)))
 
-
-@pytest.mark.parametrize("notebook, pattern, value, fmt", FIGURES,
-                         ids=[f"{nb}:{pat[:40]}" for nb, pat, _, _ in FIGURES])
-def test_prose_figure_matches_results(notebook, pattern, value, fmt):
-    text = prose(notebook)
-    found = [m.group(1) for m in re.finditer(pattern, text)]
-    assert found, f"{notebook}: the prose no longer says /{pattern}/ (update the sentence or this row)"
-    expected = format(value(R) if callable(value) else R(value), fmt)
-    for got in found:
-        assert got.rstrip(".,") == expected, f"{notebook}: the prose says {got}, the results say {expected}"
-
-
-def test_every_row_reads_an_existing_result():
-    # a typo in a path must fail loudly, not be skipped
-    for notebook, _, value, fmt in FIGURES:
-        assert (BOOK / f"{notebook}.ipynb").exists()
-        v = value(R) if callable(value) else R(value)
-        assert isinstance(v, (int, float)) and math.isfinite(v), (notebook, value, v)
-        format(v, fmt)
 
 # --------------------------------------------------------------------------- figures read off the notebooks' own outputs
 def stored_outputs(notebook: str) -> str:
@@ -724,11 +693,6 @@ def test_the_checks_can_fail():
     assert all(rx.search(text) for rx, text in zip(IN_OUTPUTS.values(), ["(commit 3274ecb)", "--runs-dir /tmp/x/runs"]))
     assert not any(rx.search(text) for rx in IN_OUTPUTS.values()
                    for text in ["data/results/scale.json", "train --out runs/ap", "12.5 tokens/s", "runs/table1/MLP9"])
-    # a figure that disagrees with the JSON is reported, and so is a sentence that is gone
-    with pytest.raises(AssertionError, match="the results say"):
-        test_prose_figure_matches_results("10_3_brown", rf"MLP9 of Table 1 \(\$n = {N}\$", "table1/V", "d")
-    with pytest.raises(AssertionError, match="no longer says"):
-        test_prose_figure_matches_results("08_results", rf"a sentence the book never had {N}", "table1/V", "d")
     # a glued figure that is not the one the results file gives is reported
     with pytest.raises(AssertionError):
         test_glued_figure_is_computed_from_the_results("11_2_brown", "rnn_k50", lambda R: _ratio_k50(R, "lstm"))
