@@ -18,11 +18,7 @@ references (:mod:`nplm_edu.models.reference_layers`, one example at a time): the
 of the output layer alone on batches of K = 128 at h = 100, classes by frequency binning and the
 Huffman tree on the training counts, side by side in alternating rounds (CPU time: the fairer
 measure when other processes share the cores), and prints reference / fast (``--json``: also writes
-them, e.g. to ``data/results/bench_output_reference.json``). It also times the adaptive softmax's
-whole training step (MLP9, K = 128, float32, one thread), fast (:class:`~nplm_edu.numerics.adaptive.AdaptiveNPLM`)
-against readable (the layer of :mod:`nplm_edu.models.adaptive_softmax` in ``SparseNPLM``), in the
-interleaved rounds of ``threads_common.py`` (``--seconds`` per measurement, ``--rounds`` rounds): the
-median of the rounds' fast/readable ratios with its quartiles, under ``adaptive_step``.
+them, e.g. to ``data/results/bench_output_reference.json``).
 
 ``--adaptive`` times instead the adaptive softmax's training step (Grave et al. 2017; the cutoffs of
 ``reproduce output-layers``: a head of the 2,000 most frequent words, tails from frequency ranks 2,000
@@ -51,8 +47,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threads_common import (METHOD, OthersMeter, fast_vs_readable, import_torch, interleaved_rounds,  # noqa: E402
-                            ratio_of_rounds, readable_line, speed_fields, threads_from_argv)
+from threads_common import (METHOD, OthersMeter, import_torch, interleaved_rounds,  # noqa: E402
+                            ratio_of_rounds, speed_fields, threads_from_argv)
 
 if "--adaptive" in sys.argv:
     THREADS = threads_from_argv()  # before numpy and torch load: their pools can grow to the most
@@ -161,8 +157,7 @@ def run_reference(args) -> None:
     corpus, brown = corpus_or_zipf()
     rows = reference_ratios(corpus, args.rounds)
     doc = {"benchmark": "output layers, readable reference against batched", "V": corpus.V, "K": K,
-           "h": NETWORK["h"], "batches": "brown" if brown else "zipf", "rounds": args.rounds, "rows": rows,
-           "adaptive_step": adaptive_vs_readable(corpus, args.seconds, args.rounds)}
+           "h": NETWORK["h"], "batches": "brown" if brown else "zipf", "rounds": args.rounds, "rows": rows}
     finish(doc, args.json, started, load_before, others)
 
 
@@ -228,21 +223,6 @@ def adaptive_vs_torch(corpus, seconds: float, torch_version, rounds: int) -> lis
     return rows
 
 
-def adaptive_vs_readable(corpus, seconds: float, rounds: int) -> dict:
-    """The adaptive softmax's training step, fast (:class:`nplm_edu.numerics.adaptive.AdaptiveNPLM`)
-    against readable (:class:`nplm_edu.numerics.sparse.SparseNPLM` on the layer of
-    :mod:`nplm_edu.models.adaptive_softmax`), MLP9, float32, one thread, the same batches."""
-    from nplm_edu.numerics.sparse import SparseNPLM
-
-    net = NPLMConfig(V=corpus.V, seed=0, **NETWORK)
-    fast, desc = build_model("adaptive", corpus, net, OutputLayersOptions(), quiet=True)
-    readable = SparseNPLM(net, build_model("adaptive", corpus, net, OutputLayersOptions(), quiet=True)[0].output)
-    row = fast_vs_readable(lambda c, t: fast.sgd_update(c, t, LR, WD), lambda c, t: readable.sgd_update(c, t, LR, WD),
-                           train_batches(corpus, net.n, 16), seconds, rounds, "examples_per_s")
-    print(readable_line(f"adaptive softmax, MLP9, K = {K}, training step", row, "examples_per_s"), flush=True)
-    return {"cutoffs": desc["cutoffs"], "tail_features": desc["tail_features"], "network": dict(NETWORK), **row}
-
-
 def train_batches(corpus, n: int, count: int = 64, seed: int = 0) -> list:
     """``count`` batches (contexts, targets) of K training windows drawn at random (the same for every method)."""
     rng = np.random.default_rng(seed)
@@ -276,7 +256,7 @@ def main() -> None:
                     help="time the adaptive softmax against PyTorch's nn.AdaptiveLogSoftmaxWithLoss instead")
     ap.add_argument("--threads", default="1,2", help="with --adaptive: thread counts, comma-separated (default 1,2)")
     ap.add_argument("--seconds", type=float, default=0.5,
-                    help="with --adaptive, and --reference's adaptive softmax step: time per measurement in each round")
+                    help="with --adaptive: time per measurement in each round")
     ap.add_argument("--no-torch", action="store_true", help="with --adaptive: skip PyTorch even if installed")
     args = ap.parse_args()
     if args.reference:
