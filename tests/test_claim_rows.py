@@ -6,6 +6,7 @@ the fields its writers give them, rebuilt into grid, summary, tables and cost by
 """
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -79,9 +80,9 @@ def brown_rows(near=NEAR, control=CONTROL, slice_test=SLICE_TEST) -> list[dict]:
     return rows
 
 
-def make_doc(rows) -> dict:
+def make_doc(rows, protocol=PROTOCOL) -> dict:
     header = {"design": {"families": {"animal-verb": [["cat", "walking"]], "time-animal": [["now", "horse"]]},
-                         "train_tokens": [8000, 40000]}, "protocol": PROTOCOL.record(), "runs": rows}
+                         "train_tokens": [8000, 40000]}, "protocol": protocol.record(), "runs": rows}
     return rebuilt(header)
 
 
@@ -142,6 +143,27 @@ def test_the_conclusion_is_worded_from_the_rows(doc):
     # every network within the others' spread: no table singled out
     same = {c: {v: [-0.1, -0.2, -0.15] for v in nets} for c, nets in GAPS.items()}
     assert "single out neither" in cr.conclusion(make_doc(synthetic_rows(same)))[-1]
+
+
+def test_one_seed_each_leaves_no_spread_to_judge_by():
+    # seed 0 alone: 8,000 tokens, learned -0.03 against random -0.15 would be "beyond" if two points were two
+    # ranges that do not meet; 40,000 tokens, PCA -0.01 against learned -0.24 likewise
+    rows = [r for r in synthetic_rows() + brown_rows() if r["seed"] in (0, None)]
+    one = make_doc(rows, replace(PROTOCOL, seeds=(0,)))
+    d = cr.gap_compared(one, "animal-verb/8000", "network_learned", "network_fixed_random")
+    assert d["order"] is None and d["difference"] == pytest.approx(-0.03 - (-0.15))
+    s = cr.cell_sentences(one, "animal-verb/40000")
+    assert s[0] == ("C learned -0.240 against C fixed by PCA -0.010: a difference of -0.230, one seed each: no "
+                    "spread to judge by.")  # no "narrower": -0.24 - (-0.01)
+    out = cr.conclusion(one)
+    assert out[0] == ("C learned against C fixed by PCA: one seed each leaves no spread to judge by with "
+                      "animal-verb, 8,000 tokens and animal-verb, 40,000 tokens.")
+    assert "beyond" not in " ".join(out) and "no spread to judge the gaps by" in out[-1]
+    # Brown: near neighbours' group 0.45 against no neighbour's 0.43, learned 370 against PCA's 610: unjudged
+    assert "no spread to judge by whether its advantage is larger" in cr.novelty_sentences(one)[-1]
+    assert "one seed" in cr.fixed_conclusion(one) and "negative result" not in cr.fixed_conclusion(one)
+    # 370 - 610 = -240, 240 / 610 = 39.3%
+    assert cr.fixed_sentences(one)[0].endswith("lower by 240.0 (39.3%), one seed each: no spread to judge by.")
 
 
 def test_protocol_rows_edges_and_cost(doc):

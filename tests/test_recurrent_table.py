@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from nplm_edu.analysis.recurrent_table import (differences, neighbours_text, pm, recurrent_table, row_descriptions,
-                                               row_summaries, spread, within_spread)
+from nplm_edu.analysis.recurrent_table import (difference, differences, judged, neighbours_text, pm, recurrent_table,
+                                               row_descriptions, row_summaries, spread, verdict, within_spread)
 
 
 def run(method, seed, test, valid=None, mix=None, epochs=10):
@@ -120,3 +120,19 @@ def test_each_two_neighbours_are_judged_by_the_one_rule():
                                      "`c` and `d` within the seeds' spread, `d` and `e`: one seed each: no spread to "
                                      "judge by")
     assert neighbours_text(rows[:1]) == ""
+
+
+def test_judged_is_the_one_rule_and_verdict_its_words():
+    cases = [([1.0, 2.0], [2.0, 3.0], "within"),  # the ranges 1..2 and 2..3 meet at 2
+             ([1.0, 2.0], [2.5, 3.0], "beyond"),  # 2 < 2.5: they do not meet
+             ([1.0, 3.0], [2.0], "within"),  # one value, a point inside the other's range
+             ([1.0, 3.0], [4.0], "beyond"),  # a point outside it
+             ([1.0], [4.0], None)]  # one value each: no range to judge by, though the two points differ
+    for a, b, want in cases:
+        d = difference(spread(a), spread(b))
+        assert judged(d) == want
+        assert verdict(d) == {"within": "within the seeds' spread", "beyond": "beyond the seeds' spread",
+                              None: "one seed each: no spread to judge by"}[want]
+    # within_spread says False for the two points (1 and 4 do not meet); judged does not take that as beyond
+    assert difference(spread([1.0]), spread([4.0]))["within_spread"] is False
+    assert judged({"seeds": (0, 3), "within_spread": None}) is None  # a model with no value yet

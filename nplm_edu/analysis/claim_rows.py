@@ -8,9 +8,10 @@ Kneser-Ney 5-gram and the network whose new test trigrams are analysed per seed,
 network with its table learned or fixed on the comparison slice.
 
 Two models differ *beyond the seeds' spread* when the ranges of their seeds' values do not meet, by
-the book's one rule (:func:`~nplm_edu.analysis.recurrent_table.within_spread`); a count model, fitted
-once, is one value. A sentence never says more than that rule gives. A Brown function asked for a part
-the file does not hold yet raises :class:`MissingPart`, which names it.
+the book's one rule (:func:`~nplm_edu.analysis.recurrent_table.judged`); a count model, fitted once, is
+one value, and two networks of one seed each have no spread to judge by. A sentence never says more than
+that rule gives. A Brown function asked for a part the file does not hold yet raises :class:`MissingPart`,
+which names it.
 
     doc = read_claim("data/results/central_claim.json")
     score_rows(doc, "animal-verb/8000")    # every model's log-probability per token, mean ± std
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from .comparison import grid_edge, grid_rows, listed, lr_cell
-from .recurrent_table import compare_text, difference, difference_text, spread
+from .recurrent_table import compare_text, difference, difference_text, judged, spread
 from .report import pm
 
 NETWORKS = ("network_learned", "network_fixed_random", "network_fixed_pca")
@@ -109,11 +110,13 @@ def gap_rows(doc: dict, family: str) -> tuple[list, list]:
 
 def gap_compared(doc: dict, cell: str, a: str, b: str) -> dict:
     """a's gap against b's in ``cell``: :func:`~nplm_edu.analysis.recurrent_table.difference` (a - b), with
-    both spreads and ``order``: "a" or "b" (whose gap is higher, nearer zero, beyond the seeds' spread) or
-    "within" (the seeds alone could give either order)."""
+    both spreads and ``order``: "a" or "b" (whose gap is higher, nearer zero, beyond the seeds' spread),
+    "within" (the seeds alone could give either order) or None (one seed each: no spread to judge by), by
+    :func:`~nplm_edu.analysis.recurrent_table.judged`."""
     x, y = stat(doc, cell, a), stat(doc, cell, b)
     d = {"cell": cell, "a": a, "b": b, "x": x, "y": y, **difference(x, y)}
-    d["order"] = "within" if d["within_spread"] else "a" if d["difference"] > 0 else "b"
+    j = judged(d)
+    d["order"] = j if j != "beyond" else "a" if d["difference"] > 0 else "b"
     return d
 
 
@@ -122,7 +125,7 @@ def gap_sentence(d: dict) -> str:
     within the seeds' spread.' (or 'beyond the seeds' spread: C fixed by PCA's gap is narrower')."""
     text = (f"{NAMES[d['a']]} {pm(d['x'], 3)} against {NAMES[d['b']]} {pm(d['y'], 3)}: a difference of "
             f"{difference_text(d, 3)}")
-    if d["order"] != "within":
+    if d["order"] in ("a", "b"):
         text += f": {NAMES[d[d['order']]]}'s gap is narrower"
     return text + "."
 
@@ -133,20 +136,22 @@ def cell_sentences(doc: dict, cell: str, pairs=PAIRS) -> list[str]:
             if a in doc["tables"][cell] and b in doc["tables"][cell]]
 
 
-def _where(verdicts: dict, order: str) -> str:
+def _where(verdicts: dict, order: str | None) -> str:
     """The cells (in words) whose verdict is ``order``."""
     return listed([cell_words(c) for c, v in verdicts.items() if v == order], code=False)
 
 
 def pair_sentence(doc: dict, a: str, b: str) -> str:
     """One pair of networks over every synthetic cell: in which cells a's gap is narrower, b's, or neither
-    beyond the seeds' spread."""
+    beyond the seeds' spread, and in which one seed each leaves no spread to judge by."""
     verdicts = {c: gap_compared(doc, c, a, b)["order"] for c in synthetic_cells(doc)
                 if a in doc["tables"][c] and b in doc["tables"][c]}
     parts = [f"{NAMES[w]}'s gap is narrower, beyond the seeds' spread, with {_where(verdicts, k)}"
              for k, w in (("a", a), ("b", b)) if k in verdicts.values()]
     if "within" in verdicts.values():
         parts.append(f"the two are within the seeds' spread with {_where(verdicts, 'within')}")
+    if None in verdicts.values():
+        parts.append(f"one seed each leaves no spread to judge by with {_where(verdicts, None)}")
     return f"{NAMES[a]} against {NAMES[b]}: " + "; ".join(parts) + "."
 
 
@@ -157,7 +162,10 @@ def conclusion(doc: dict) -> list[str]:
     cells = synthetic_cells(doc)
     order = {(a, b): [gap_compared(doc, c, a, b)["order"] for c in cells] for a, b in PAIRS}
     learned_pca, pca_random = order[PAIRS[0]], order[PAIRS[2]]
-    if "a" not in learned_pca and set(pca_random) == {"a"}:
+    if all(o is None for v in order.values() for o in v):
+        out.append("With one seed of each network there is no spread to judge the gaps by: these rows single out "
+                   "neither learned nor fixed similarity structure in C.")
+    elif "a" not in learned_pca and set(pca_random) == {"a"}:
         out.append("In every cell the table fixed by PCA of co-occurrence counts, never trained to predict, "
                    "left a narrower gap than the random table, and the learned table never a narrower one than "
                    "it beyond the seeds' spread: what these rows show is that similarity structure in C carries "
@@ -278,9 +286,12 @@ def novelty_sentences(doc: dict) -> list[str]:
            f"With random words of the same frequency in place of the neighbours, the tokens made seen give "
            f"{pm(n['control_neighbour_seen'], 3)}; the near neighbours' group against the control's: "
            f"{difference_text(ctrl, 3)}."]
-    larger = not near["within_spread"] and near["difference"] > 0  # than on the other new trigrams
-    marked = not ctrl["within_spread"] and ctrl["difference"] > 0  # than on the control's tokens
-    if larger and marked:
+    larger = judged(near) == "beyond" and near["difference"] > 0  # than on the other new trigrams
+    marked = judged(ctrl) == "beyond" and ctrl["difference"] > 0  # than on the control's tokens
+    if judged(near) is None or judged(ctrl) is None:
+        out.append("With one seed of the network there is no spread to judge by whether its advantage is larger "
+                   "where a near neighbour in C makes a new trigram seen.")
+    elif larger and marked:
         out.append("So the network's advantage is largest where a near neighbour in C makes a new trigram seen, "
                    "beyond the seeds' spread, and random words of the same frequency do not mark those tokens.")
     elif larger:
@@ -354,7 +365,10 @@ def fixed_conclusion(doc: dict) -> str:
     principal components on test perplexity, by the seeds' spread."""
     f = fixed_features(doc)
     d = difference(f["learned"]["test_ppl"], f["fixed_pca"]["test_ppl"])
-    if d["within_spread"]:
+    if judged(d) is None:
+        return ("On this slice each table has one seed: there is no spread to judge the learned table against "
+                "the fixed principal components by.")
+    if judged(d) == "within":
         return ("On this slice the learned table and the fixed principal components are within the seeds' spread "
                 "of each other: the runs do not reproduce the paper's negative result beyond what the seeds alone "
                 "could give.")

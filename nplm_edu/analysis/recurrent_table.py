@@ -9,9 +9,10 @@ spread), and give:
 - :func:`row_summaries`: per model, mean ± standard deviation over its seeds of each perplexity;
 - :func:`differences`: the difference of two models' mean test perplexities, with the seeds' spread,
   and whether the difference is within it (:func:`within_spread`);
-- :func:`verdict`: the book's one rule for such a difference, in words, which :func:`difference_text` (a
-  table's cell) and :func:`compare_text` (a sentence) end with, and :func:`neighbours_text` applies to each
-  two neighbours of a list;
+- :func:`judged`: the book's one rule for such a difference ("within" or "beyond" the seeds' spread, None
+  with no spread to judge by), and :func:`verdict` it in words, which :func:`difference_text` (a table's
+  cell) and :func:`compare_text` (a sentence) end with, and :func:`neighbours_text` applies to each two
+  neighbours of a list;
 - :func:`recurrent_table` / :func:`show_recurrent_table`: both as one HTML table;
 - :func:`row_descriptions`: what each model is, as the file says, else as the caller's list says.
 """
@@ -99,19 +100,29 @@ def difference(x: dict, y: dict) -> dict:
             "seeds": (x["n"], y["n"])}
 
 
+def judged(d: dict) -> str | None:
+    """The book's one rule for a :func:`difference`: "within" when the ranges of the two rows' values meet
+    (:func:`within_spread`: the seeds alone could give either order), "beyond" when they do not. A row with one
+    value (the Kneser-Ney 5-gram, which has no seed, or a model with one seed so far) is judged as a point
+    against the other's range; when neither row has two values (or one has none) there is no spread to judge
+    by: None.
+
+    >>> [judged(difference(spread(a), spread(b))) for a, b in (([1, 3], [2]), ([1, 3], [4]), ([1], [4]))]
+    ['within', 'beyond', None]
+    """
+    if max(d["seeds"]) < 2 or d["within_spread"] is None:
+        return None
+    return "within" if d["within_spread"] else "beyond"
+
+
 def verdict(d: dict) -> str:
-    """The book's one rule for a :func:`difference`, in words: "within the seeds' spread" when the ranges of
-    the two rows' values meet (:func:`within_spread`: the seeds alone could give either order), "beyond the
-    seeds' spread" when they do not. A row with one value (the Kneser-Ney 5-gram, which has no seed, or a
-    model with one seed so far) is judged as a point against the other's range; when neither row has two
-    values there is no spread to judge by, and the verdict says so.
+    """:func:`judged`, in words.
 
     >>> [verdict(difference(spread(a), spread(b))) for a, b in (([1, 3], [2]), ([1, 3], [4]), ([1], [4]))]
     ["within the seeds' spread", "beyond the seeds' spread", 'one seed each: no spread to judge by']
     """
-    if max(d["seeds"]) < 2:
-        return "one seed each: no spread to judge by"
-    return "within the seeds' spread" if d["within_spread"] else "beyond the seeds' spread"
+    j = judged(d)
+    return "one seed each: no spread to judge by" if j is None else f"{j} the seeds' spread"
 
 
 def compare_text(name: str, a: dict, other: str, b: dict) -> str:
@@ -137,10 +148,8 @@ def neighbours_text(rows: list[tuple[str, dict]]) -> str:
     out = []
     for (a, x), (b, y) in zip(rows, rows[1:]):
         d = difference(x, y)
-        if max(d["seeds"]) < 2:  # no spread to judge by
-            out.append(f"`{a}` and `{b}`: {verdict(d)}")
-        else:
-            out.append((f"`{a}` and `{b}` " if d["within_spread"] else f"`{a}` ahead of `{b}` ") + verdict(d))
+        pair = {None: f"`{a}` and `{b}`:", "within": f"`{a}` and `{b}`", "beyond": f"`{a}` ahead of `{b}`"}
+        out.append(f"{pair[judged(d)]} {verdict(d)}")
     return ", ".join(out)
 
 
