@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from .comparison import grid_edge, grid_rows, listed, lr_cell
-from .recurrent_table import compare_text, difference, difference_text, judged, spread
+from .recurrent_table import compare_text, difference, difference_text, is_scored, judged, spread
 from .report import pm
 
 NETWORKS = ("network_learned", "network_fixed_random", "network_fixed_pca")
@@ -230,13 +230,14 @@ def cost_text(doc: dict) -> str:
 # --------------------------------------------------------------------------- Brown
 def brown_rows(doc: dict, cell: str, models) -> dict[str, list[dict]]:
     """{model: its scored rows in ``cell``, by seed}, every model of ``models`` with every seed of the protocol
-    (a count model: its one row; a seed that diverged before its first validation has no scores); :class:`MissingPart` (naming what is missing and the part that writes it)
-    otherwise."""
+    (a count model: its one row; a seed that diverged before its first validation has no scores:
+    :func:`~nplm_edu.analysis.recurrent_table.is_scored`); :class:`MissingPart` (naming what is missing and the
+    part that writes it) otherwise."""
     seeds = doc.get("protocol", {}).get("seeds", [])
     out = {}
     for m in models:
         rows = sorted((r for r in doc["runs"] if r["cell"] == cell and r["model"] == m
-                       and ("scores" in r if r["seed"] is None else r.get("valid_ppl") is not None)), key=lambda r: r["seed"] or 0)
+                       and ("scores" in r if r["seed"] is None else is_scored(r))), key=lambda r: r["seed"] or 0)
         want = 1 if m == "kn5" else len(seeds)
         if len(rows) < want:
             raise MissingPart(f"the results file holds {len(rows)} of the {want} rows of {cell}/{m}: run python -m "

@@ -6,6 +6,8 @@ validation and test perplexity, and its test perplexity mixed with the Kneser-Ne
 functions read such a file, finished or not (a model with one seed so far shows its one value, no
 spread), and give:
 
+- :func:`is_scored`: whether a seed's row has scores (a seed that diverged before its first validation has
+  none);
 - :func:`row_summaries`: per model, mean ± standard deviation over its seeds of each perplexity;
 - :func:`differences`: the difference of two models' mean test perplexities, with the seeds' spread,
   and whether the difference is within it (:func:`within_spread`);
@@ -29,6 +31,17 @@ from .report import pm, show_table
 # LSTM against the NPLM at equal dropout and about equal size
 CONTROLS = (("lstm", "lstm-4"), ("lstm", "nplm-dropout"))
 MEASURES = ("valid_ppl", "test_ppl", "mix_test_ppl")
+
+
+def is_scored(row: dict) -> bool:
+    """Whether a seed's row has scores: not one of a seed that diverged before its first validation
+    (``valid_ppl`` None: :func:`~nplm_edu.experiments.protocol.unscored_row`), which is counted, never averaged
+    or shown as numbers.
+
+    >>> is_scored({"seed": 0, "valid_ppl": 210.5}), is_scored({"seed": 1, "valid_ppl": None, "diverged": "epoch 1"})
+    (True, False)
+    """
+    return row.get("valid_ppl") is not None
 
 
 def runs_by_model(doc: dict) -> dict[str, list[dict]]:
@@ -234,7 +247,8 @@ def oov_rows(doc: dict, model: str = "char-lstm") -> tuple[list, list]:
     for r in runs_by_model(doc).get(model, []):
         o = (r.get("words") or {}).get("oov")
         if o and "skipped" not in o:
-            body.append([str(r["seed"]), f"{o['spelled_inputs']:,}", f"{o['ppl_as_unk']:.1f}", f"{o['ppl_spelled']:.1f}",
+            body.append([str(r["seed"]), f"{o['spelled_inputs']:,}", f"{o['ppl_as_unk']:.1f}",
+                         f"{o['ppl_spelled']:.1f}",
                          f"{o['next_ppl_as_unk']:.1f}" if o["next_ppl_as_unk"] else "",
                          f"{o['next_ppl_spelled']:.1f}" if o["next_ppl_spelled"] else "",
                          f"{o['next_spelled_higher']:.0%}" if o["next_spelled_higher"] is not None else ""])

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..analysis.quality import mean_std
+from ..analysis.recurrent_table import is_scored
 from ..data.corpus import CorpusSpec
 from ..errors import UserError
 from ..training.checkpoint import TrainingDiverged, load_checkpoint, set_params
@@ -347,14 +348,8 @@ def write_rows(out, target: str, doc: dict, rows: list[dict], protocol: Protocol
 
 
 # --------------------------------------------------------------------------- what the seeds show
-def is_scored(row: dict) -> bool:
-    """Whether a seed's row has scores: not one of a seed that diverged before its first validation
-    (``valid_ppl`` None: :func:`unscored_row`), which is counted, never averaged or shown as numbers."""
-    return row.get("valid_ppl") is not None
-
-
 def scored(rows) -> list[dict]:
-    """The rows with scores (:func:`is_scored`)."""
+    """The rows with scores (:func:`~nplm_edu.analysis.recurrent_table.is_scored`)."""
     return [r for r in rows if is_scored(r)]
 
 
