@@ -6,6 +6,7 @@ import pytest
 
 from nplm_edu.analysis.recurrent_table import (difference, differences, judged, neighbours_text, pm, recurrent_table,
                                                row_descriptions, row_summaries, spread, verdict, within_spread)
+from nplm_edu.errors import UserError
 
 
 def run(method, seed, test, valid=None, mix=None, epochs=10):
@@ -109,6 +110,10 @@ def test_order_first_and_the_rest_only_when_asked():
     assert names == ["nplm-dropout", "lstm", "lstm-4"]  # the order's model, then the file's others
     only = [row[0] for row in recurrent_table(DOC, order=("nplm-dropout", "lstm"), pairs=(), rest=False)[0]]
     assert only == ["nplm-dropout", "lstm"]
+    for order in (None, ()):  # no model asked for and the rest left out: said, not an empty table
+        with pytest.raises(UserError, match="rest=False shows the models of order alone") as e:
+            recurrent_table(DOC, order=order, rest=False)
+        assert e.value.setting == "rest"
 
 
 def test_each_two_neighbours_are_judged_by_the_one_rule():

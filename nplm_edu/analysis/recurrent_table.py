@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from ..errors import UserError
 from .report import pm, show_table
 
 # the two controls of the recurrent table: what the words beyond the last four buy the LSTM, and the
@@ -176,7 +177,11 @@ def differences(doc: dict, pairs=CONTROLS, measure: str = "test_ppl") -> list[di
 def recurrent_table(doc: dict, order=None, pairs=CONTROLS, rest: bool = True) -> tuple[list, list]:
     """(body, head) of the table: one line per model (chosen lr, epochs per seed, parameters, validation,
     test and mixed test perplexity as mean ± std over the seeds), then one line per control difference.
-    The models of ``order`` first, in that order, then (``rest``) the file's other models."""
+    The models of ``order`` first, in that order, then (``rest``) the file's other models; ``rest`` False
+    with no ``order`` would list no model, and raises :class:`~nplm_edu.errors.UserError`."""
+    if not order and not rest:
+        raise UserError("rest=False shows the models of order alone, and no order was given: the table would "
+                        "have no rows", setting="rest")
     s = row_summaries(doc)
     models = [m for m in (order or []) if m in s] + ([m for m in s if m not in (order or [])] if rest else [])
     head = [["model", "lr", "epochs", "parameters", "seeds", "valid", "test", "test, mixed with KN5"]]
