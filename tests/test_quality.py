@@ -1,6 +1,8 @@
 """analysis/quality.py: time to quality on histories with known answers, per seed, over the seeds and over
 a results file's rows against a reference method; mean ± std."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -61,7 +63,9 @@ def test_reference_and_every_methods_times_from_a_files_rows():
     # b, seed 0: 220 then 200, within 5% and 1% at epoch 2 (cpu 1 + 1); seed 2: 210, within 5% only (cpu 2)
     five, one = times["b"]
     assert (five["reached"], five["cpu_seconds"]["values"], one["reached"]) == (2, [2, 2], 1)
-    assert ref == reference_of(runs, "b", (0, 1, 2))
+    # the reference: b's seeds 0 and 2, best 200 and 210: mean 205, sample std sqrt((5^2 + 5^2) / 1) = sqrt(50)
+    assert (ref["method"], ref["seeds"], ref["complete"]) == ("b", [0, 2], False)
+    assert ref["best_valid_ppl"]["std"] == pytest.approx(math.sqrt(50))
     assert reference_of(runs, "b", (0, 2))["complete"]
     # no row of the reference yet: no reference, and no times for anyone
     assert times_to_quality(runs, "c") == (None, {"a": None, "b": None})
@@ -70,4 +74,5 @@ def test_reference_and_every_methods_times_from_a_files_rows():
 def test_mean_std_of_one_value_and_of_none():
     assert mean_std([5.0]) == {"mean": 5.0, "std": None, "n": 1, "values": [5.0]}
     assert mean_std([]) == {"mean": None, "std": None, "n": 0, "values": []}
-    assert mean_std([1, 2, 4])["std"] == pytest.approx(np.std([1, 2, 4], ddof=1))  # sqrt(7/3)
+    # mean 7/3, deviations -4/3, -1/3, 5/3: (16 + 1 + 25) / 9 / (3 - 1) = 7/3
+    assert mean_std([1, 2, 4])["std"] == pytest.approx(math.sqrt(7 / 3))
