@@ -5,6 +5,7 @@ every network is tiny and trained one update, saved by the trainer as every run 
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from nplm_edu.cli.sample import load_model
@@ -81,24 +82,35 @@ def checkpoints(corpus, tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["nplm", "lstm", "char-lstm", "lstm-window", "transformer", "nce", "lightrnn"])
-def test_each_checkpoint_is_read_by_its_own_loader(checkpoints, corpus, name):
+def test_each_checkpoint_is_read_by_its_own_loader(checkpoints, corpus, tmp_path, name):
     path, check = checkpoints[name]
-    meta, params, _, _ = load_checkpoint(path)
+    meta, params, best, extra = load_checkpoint(path)
     records = {"char-lstm": {"char"}, "lightrnn": {"lightrnn"}}  # the trainer names the input layer, if not C
     assert set(meta.get("input", {})) == records.get(name, set()), meta.get("input")
     assert check(load_model(str(path), corpus, latest=True))
+    # the parameters read are the saved ones: the latest with latest=True, else the best; this one-epoch
+    # checkpoint stores no best apart, so both read the latest; a copy whose best is moved 1 away from the
+    # latest shows which one was read
+    assert best is None
+    moved = {k: v + 1 if v.dtype.kind == "f" else v for k, v in params.items()}
+    copy = tmp_path / "checkpoint.npz"
+    save_checkpoint(copy, params, meta, moved, extra)
+    if (path.parent / "run_config.json").exists():  # an output layer's run: its run_config.json says which
+        (tmp_path / "run_config.json").write_text((path.parent / "run_config.json").read_text())
+    for where, latest, want in ((path, False, params), (copy, True, params), (copy, False, moved)):
+        got = load_model(str(where), corpus, latest=latest).params
+        assert set(got) == set(want), (where, latest, sorted(set(got) ^ set(want)))
+        assert all(np.array_equal(got[k], want[k]) for k in want), (where, latest)
 
 
-@pytest.mark.parametrize("name", ["char-lstm", "lightrnn"])
-def test_a_checkpoint_from_before_the_record_is_read_from_its_parameters(checkpoints, corpus, tmp_path, name):
-    """Checkpoints written before the trainer kept the ``input`` record: no C means the character-aware
-    layer under a recurrent cell, LightRNN's under an NPLM."""
-    path, check = checkpoints[name]
+def test_a_checkpoint_from_before_the_record_is_read_from_its_parameters(checkpoints, corpus, tmp_path):
+    """Checkpoints written before the trainer kept the ``input`` record: no C means LightRNN's input layer
+    under an NPLM (the character-aware layer under a recurrent cell: tests/test_lightrnn_char.py)."""
+    path, check = checkpoints["lightrnn"]
     meta, params, best, extra = load_checkpoint(path)
     old = tmp_path / "checkpoint.npz"
     save_checkpoint(old, params, {k: v for k, v in meta.items() if k != "input"}, best, extra)
-    (tmp_path / "run_config.json").write_text((path.parent / "run_config.json").read_text()
-                                              if name == "lightrnn" else "{}")
+    (tmp_path / "run_config.json").write_text((path.parent / "run_config.json").read_text())
     assert "C" not in params and check(load_model(str(old), corpus, latest=True))
 
 
