@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pytest
 
+from nplm_edu.analysis.quality import whole_epoch_cpu
+
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -661,7 +663,7 @@ GLUED = [
     ("10_3_brown", "cpu_swing",  # one run's dearest epoch over its cheapest in CPU seconds, the largest over the
      # runs, minus one; the epochs timed in part and the effective-sample-size rule's (its work changes) left out
      lambda R: max(max(c) / min(c) - 1 for r in R("output_layers/runs") if r["method"] != "is-ess"
-                   if (c := [e["cpu_seconds"] for e in r["history"] if not e.get("timing_partial")]))),
+                   if (c := whole_epoch_cpu(r["history"])))),
     *[("11_recurrent", f"gru_fast_x_{h}", lambda R, h=h: R(f"bench_gru_readable/rows[h={h}]/fast_over_readable"))
       for h in (256, 512)],
     ("12_transformer", "ctx_attention_us_last",  # the longest window's attention, microseconds a word

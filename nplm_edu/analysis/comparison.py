@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .quality import whole_epoch_cpu
 from .recurrent_table import differences, neighbours_text, spread, verdict
 from .report import pm, show_table
 
@@ -112,8 +113,8 @@ def lr_cell(doc: dict, lr: float) -> str:
 
 def epoch_cpu_seconds(history: list[dict]) -> float | None:
     """The mean CPU seconds of one whole epoch (updates and the validation perplexity) over a run's epochs,
-    leaving out an epoch timed only in part (one resumed from a checkpoint)."""
-    whole = [e["cpu_seconds"] for e in history if e.get("cpu_seconds") is not None and not e.get("timing_partial")]
+    leaving out an epoch timed only in part (:func:`~nplm_edu.analysis.quality.whole_epoch_cpu`)."""
+    whole = whole_epoch_cpu(history)
     return float(np.mean(whole)) if whole else None
 
 

@@ -35,6 +35,16 @@ def mean_std(values) -> dict:
     return {"mean": float(np.mean(v)), "std": std, "n": int(v.size), "values": v.tolist()}
 
 
+def whole_epoch_cpu(history) -> list[float]:
+    """The CPU seconds of each epoch of ``history`` (epoch rows) timed whole: an epoch without them, or
+    timed only in part (``timing_partial``: resumed from a checkpoint inside it), left out.
+
+    >>> whole_epoch_cpu([{"cpu_seconds": 10.0}, {"cpu_seconds": 3.0, "timing_partial": True}, {"epoch": 3}])
+    [10.0]
+    """
+    return [e["cpu_seconds"] for e in history if e.get("cpu_seconds") and not e.get("timing_partial")]
+
+
 def time_to_quality(history, reference_best: float, within=WITHIN, clock=("seconds", "cpu_seconds")) -> list[dict]:
     """When a run's validation perplexity first came within each fraction of ``within`` of
     ``reference_best`` (the reference's best): the epoch, and the wall and CPU seconds summed over the

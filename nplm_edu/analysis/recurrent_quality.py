@@ -21,7 +21,7 @@ moved from epoch to epoch (the same work each epoch).
 from __future__ import annotations
 
 from .comparison import cpu_per_epoch, time_rows
-from .quality import times_to_quality
+from .quality import times_to_quality, whole_epoch_cpu
 from .recurrent_table import spread
 from .report import pm, show_table
 
@@ -79,7 +79,7 @@ def cpu_share(doc: dict) -> dict:
 
 def epoch_cpu_swing(doc: dict) -> float | None:
     """The largest ratio, over the file's seeds, of a seed's dearest epoch to its cheapest in CPU seconds,
-    minus one: how much the CPU seconds of the same work moved (None: no epoch timed)."""
-    swings = [max(c) / min(c) - 1 for r in doc.get("runs", [])
-              if (c := [e["cpu_seconds"] for e in r.get("history", []) if e.get("cpu_seconds")])]
+    minus one: how much the CPU seconds of the same work moved (None: no epoch timed). Only epochs timed
+    whole (:func:`~nplm_edu.analysis.quality.whole_epoch_cpu`)."""
+    swings = [max(c) / min(c) - 1 for r in doc.get("runs", []) if (c := whole_epoch_cpu(r.get("history", [])))]
     return max(swings, default=None)
