@@ -28,7 +28,7 @@ import numpy as np
 
 from .quality import whole_epoch_cpu
 from .recurrent_table import differences, neighbours_text, spread, verdict
-from .report import pm, show_table
+from .report import listed, pm, show_table
 
 HEAD = [["method", "lr", "epochs", "valid", "test", "CPU s / epoch", "x full", "to 5%", "to 1%"]]
 EDGES = {"top": "the top of the grid", "bottom": "the bottom of the grid"}
@@ -211,16 +211,6 @@ def against_reference(doc: dict, measure: str = "test_ppl") -> list[dict]:
     ref = doc.get("reference_method", "full")
     pairs = [(m, ref) for m in doc.get("summary", {}) if m != ref]
     return [d for d in differences(doc, pairs, measure) if min(d["seeds"]) >= 2]
-
-
-def listed(names, code: bool = True) -> str:
-    """'`a`', '`a` and `b`', '`a`, `b` and `c`' (names as code, each with what follows it; without ``code``, words).
-
-    >>> listed(["a"]), listed(["a", "b (2 s)", "c"]), listed([0.3, "1", 3], code=False)
-    ('`a`', '`a`, `b` (2 s) and `c`', '0.3, 1 and 3')
-    """
-    cells = [(f"`{n.split(' ', 1)[0]}`" + (f" {n.split(' ', 1)[1]}" if " " in n else "")) if code else f"{n:g}" if isinstance(n, float) else str(n) for n in names]
-    return cells[0] if len(cells) == 1 else ", ".join(cells[:-1]) + " and " + cells[-1]
 
 
 def difference_phrase(d: dict, reference_mean: float, what: str = "test perplexity") -> str:

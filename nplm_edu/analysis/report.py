@@ -4,8 +4,8 @@ Every heavy number of the book comes from a file in ``data/results/`` that recor
 which wrote it (:mod:`nplm_edu.experiments.common`). A chapter prints that command so a reader can
 rerun it, as a reader would type it (:func:`readable_command`), and shows the numbers as HTML
 tables (:func:`show_table`; the book's stylesheet gives the class ``nplm-table`` its look), and
-its sentences as text that reflows to the page (:func:`show_lines`), not as lines of printed text
-that wrap on a narrow page.
+its sentences as text that reflows to the page (:func:`show_lines`; lists of names in them by
+:func:`listed`), not as lines of printed text that wrap on a narrow page.
 """
 
 from __future__ import annotations
@@ -102,3 +102,22 @@ def pm(stat: dict | None, digits: int = 1) -> str:
         return ""
     mean = f"{stat['mean']:,.{digits}f}"
     return mean if stat.get("std") is None else f"{mean} ± {stat['std']:,.{digits}f}"
+
+
+def name_cell(name, code: bool = True) -> str:
+    """One item of :func:`listed`: a name as code with what follows it ('`b` (2 s)'); without ``code``, a
+    number or word as text (a float by ``:g``)."""
+    if not code:
+        return f"{name:g}" if isinstance(name, float) else str(name)
+    head, _, rest = str(name).partition(" ")
+    return f"`{head}`" + (f" {rest}" if rest else "")
+
+
+def listed(names, code: bool = True) -> str:
+    """'`a`', '`a` and `b`', '`a`, `b` and `c`' (names as code, each with what follows it; without ``code``, words).
+
+    >>> listed(["a"]), listed(["a", "b (2 s)", "c"]), listed([0.3, "1", 3], code=False)
+    ('`a`', '`a`, `b` (2 s) and `c`', '0.3, 1 and 3')
+    """
+    cells = [name_cell(n, code) for n in names]
+    return cells[0] if len(cells) == 1 else ", ".join(cells[:-1]) + " and " + cells[-1]
