@@ -45,6 +45,11 @@ def whole_epoch_cpu(history) -> list[float]:
     return [e["cpu_seconds"] for e in history if e.get("cpu_seconds") and not e.get("timing_partial")]
 
 
+def best_valid(epochs) -> float | None:
+    """The lowest validation perplexity of a run's epoch rows, over those that have one (None: none has)."""
+    return min((e["valid_ppl"] for e in epochs if "valid_ppl" in e), default=None)
+
+
 def time_to_quality(history, reference_best: float, within=WITHIN, clock=("seconds", "cpu_seconds")) -> list[dict]:
     """When a run's validation perplexity first came within each fraction of ``within`` of
     ``reference_best`` (the reference's best): the epoch, and the wall and CPU seconds summed over the
@@ -52,7 +57,7 @@ def time_to_quality(history, reference_best: float, within=WITHIN, clock=("secon
     "never" with the best the run reached. ``history``: a trainer's history dict or its epoch rows."""
     epochs = history["epochs"] if isinstance(history, dict) else history
     wall_key, cpu_key = clock
-    best = min((e["valid_ppl"] for e in epochs if "valid_ppl" in e), default=None)
+    best = best_valid(epochs)
     out = []
     for w in within:
         target = reference_best * (1 + w)
@@ -85,13 +90,14 @@ def seeds_time_to_quality(histories: list, reference_best: float, within=WITHIN,
 
 
 def reference_of(runs: list[dict], method: str, seeds=None) -> dict | None:
-    """The reference quality: the mean over ``method``'s seed rows (those with epochs) of each one's best
-    validation perplexity; ``complete``: whether those are the seeds ``seeds`` (the protocol's). None
-    before the method has a row."""
-    rows = sorted((r for r in runs if r["method"] == method and r.get("history")), key=lambda r: r["seed"])
+    """The reference quality: the mean over ``method``'s seed rows (those with an epoch that has a validation
+    perplexity) of each one's best (:func:`best_valid`); ``complete``: whether those are the seeds ``seeds``
+    (the protocol's). None before the method has such a row."""
+    rows = sorted((r for r in runs if r["method"] == method and best_valid(r.get("history") or []) is not None),
+                  key=lambda r: r["seed"])
     if not rows:
         return None
-    best = mean_std(min(e["valid_ppl"] for e in r["history"]) for r in rows)
+    best = mean_std(best_valid(r["history"]) for r in rows)
     return {"method": method, "seeds": [r["seed"] for r in rows], "best_valid_ppl": best,
             "complete": [r["seed"] for r in rows] == list(seeds or [])}
 
