@@ -77,12 +77,14 @@ def time_to_quality(history, reference_best: float, within=WITHIN, clock=("secon
 def seeds_time_to_quality(histories: list, reference_best: float, within=WITHIN,
                           clock=("seconds", "cpu_seconds")) -> list[dict]:
     """:func:`time_to_quality` over the seeds' histories: for each fraction, how many seeds reached it,
-    and mean ± std of the wall and CPU seconds of those that did (each seed's value kept)."""
+    and mean ± std of the wall and CPU seconds of those that did (each seed's value kept); ``epochs``: each
+    seed's epoch of reaching it, or "never"."""
     per_seed = [time_to_quality(h, reference_best, within, clock) for h in histories]
     out = []
     for i, w in enumerate(within):
         hits = [s[i] for s in per_seed if s[i]["epoch"] != "never"]
         out.append({"within": w, "target_ppl": reference_best * (1 + w), "reached": len(hits), "seeds": len(per_seed),
+                    "epochs": [s[i]["epoch"] for s in per_seed],
                     "wall_seconds": mean_std(h["wall_seconds"] for h in hits),
                     "cpu_seconds": mean_std(h["cpu_seconds"] for h in hits if h["cpu_seconds"] is not None),
                     "best_valid_ppl": mean_std(b for s in per_seed if (b := s[i]["best_valid_ppl"]) is not None)})
