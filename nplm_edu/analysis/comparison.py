@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .quality import whole_epoch_cpu
-from .recurrent_table import differences, neighbours_text, spread, verdict
+from .recurrent_table import differences, judged, neighbours_text, spread, verdict
 from .report import listed, pm, show_table
 
 HEAD = [["method", "lr", "epochs", "valid", "test", "CPU s / epoch", "x full", "to 5%", "to 1%"]]
@@ -223,10 +223,11 @@ def difference_phrase(d: dict, reference_mean: float, what: str = "test perplexi
 
 def ranking_sentence(doc: dict, measure: str = "test_ppl", what: str = "test perplexity") -> str:
     """The methods whose ``measure`` ended below the full softmax's, within the seeds' spread of it, and
-    above it (:func:`against_reference`)."""
+    above it (:func:`against_reference`: two seeds or more on both sides, so the book's one rule,
+    :func:`~nplm_edu.analysis.recurrent_table.judged`, always judges)."""
     groups = {"lower": [], "within": [], "higher": []}
     for d in against_reference(doc, measure):
-        groups["within" if d["within_spread"] else "lower" if d["difference"] < 0 else "higher"].append(d["a"])
+        groups["within" if judged(d) == "within" else "lower" if d["difference"] < 0 else "higher"].append(d["a"])
     heads = {"lower": "lower, beyond the seeds' spread", "higher": "higher, beyond the seeds' spread",
              "within": "within the seeds' spread (the seeds alone could give either order)"}
     parts = [f"{heads[k]}: {listed(v)}" for k, v in groups.items() if v]
