@@ -68,7 +68,8 @@ def novelty_row(seed: int, near: dict, control: dict) -> dict:
 
 NEAR = [{"seen": -0.49, "neighbour_seen": v, "no_neighbour": w} for v, w in ((0.45, 0.43), (0.46, 0.44), (0.44, 0.42))]
 CONTROL = [{"seen": -0.49, "neighbour_seen": v, "no_neighbour": 0.43} for v in (0.44, 0.45, 0.43)]
-SLICE_TEST = {"learned": [370.0, 375.0, 380.0], "fixed_pca": [610.0, 615.0, 620.0], "fixed_random": [700.0, 705.0, 710.0]}
+SLICE_TEST = {"learned": [370.0, 375.0, 380.0], "fixed_pca": [610.0, 615.0, 620.0],
+              "fixed_random": [700.0, 705.0, 710.0]}
 
 
 def brown_rows(near=NEAR, control=CONTROL, slice_test=SLICE_TEST) -> list[dict]:

@@ -3,7 +3,6 @@ a results file's rows against a reference method; mean ± std."""
 
 import math
 
-import numpy as np
 import pytest
 
 from nplm_edu.analysis.quality import mean_std, reference_of, seeds_time_to_quality, time_to_quality, times_to_quality
@@ -34,13 +33,14 @@ def test_time_to_quality_on_histories_with_known_answers():
 
 
 def test_time_to_quality_over_seeds():
-    # 5% (<= 210): the seeds take 32, 20 and 30 wall seconds -> mean 27.33, std (ddof 1) of [32, 20, 30]
+    # 5% (<= 210): the seeds take 32, 20 and 30 wall seconds -> mean 82/3; deviations 14/3, -22/3, 8/3,
+    # squares summing to 744/9, over n - 1 = 2: std sqrt(124/3) = 6.43
     # 1% (<= 202): only the first seed reaches it (40 s): 1 of 3, the best of the others kept
     seeds = [H((300, 10, 4), (215, 10, 4), (209, 12, 5), (201, 8, 3)), H((250, 10, 3), (206, 10, 4)),
              H((230, 15, 6), (205, 15, 6))]
     five, one = seeds_time_to_quality(seeds, 200.0)
-    assert five["reached"] == 3 and five["wall_seconds"]["mean"] == pytest.approx(np.mean([32, 20, 30]))
-    assert five["wall_seconds"]["std"] == pytest.approx(np.std([32, 20, 30], ddof=1))
+    assert five["reached"] == 3 and five["wall_seconds"]["mean"] == pytest.approx(82 / 3)
+    assert five["wall_seconds"]["std"] == pytest.approx(math.sqrt(124 / 3))
     assert five["cpu_seconds"]["values"] == [13, 7, 12]
     assert one["reached"] == 1 and one["wall_seconds"]["values"] == [40] and one["best_valid_ppl"]["values"] == [
         201, 206, 205]

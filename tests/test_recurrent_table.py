@@ -83,7 +83,8 @@ def test_what_the_chapter_says_of_stopping_and_words():
     from nplm_edu.analysis.recurrent_table import frequency_rows, oov_rows, stopping_text
 
     capped = {"runs": DOC["runs"][:2] + [{**DOC["runs"][2], "stopped_early": False, "reached_max_epochs": True}]}
-    assert stopping_text(capped) == "2 of the 3 runs stopped early, on validation; these reached the epoch cap: lstm (1 of 3 seeds)."
+    assert stopping_text(capped) == ("2 of the 3 runs stopped early, on validation; these reached the epoch cap: "
+                                     "lstm (1 of 3 seeds).")
     # a seed that stopped early at the cap's own epoch is named, so "40, 40, 40" in the table is not read as
     # three seeds at the cap; without the cap in the file, or below it, nothing is added
     named = {"runs": [run("lstm", 0, 200, epochs=8), *capped["runs"][1:]], "protocol": {"max_epochs": 10}}

@@ -68,11 +68,13 @@ def networks(corpus, root):
         "lstm": (saved(rnn, corpus, root / "lstm", stream(rnn)), reads(type(rnn))),
         "char-lstm": (saved(char, corpus, root / "char", stream(char)), reads(WithInput, CharInput)),
         "lstm-window": (saved(window, corpus, root / "window"), reads(WindowRecurrent)),
-        "transformer": (saved(transformer, corpus, root / "transformer", BlockBackend(transformer, TIED), TIED), reads(WindowReader)),
-        "nce": (saved(build_model("nce", corpus, net, OutputLayersOptions())[0], corpus, root / "ol" / "nce", method="nce"),
+        "transformer": (saved(transformer, corpus, root / "transformer", BlockBackend(transformer, TIED), TIED),
+                        reads(WindowReader)),
+        "nce": (saved(build_model("nce", corpus, net, OutputLayersOptions())[0], corpus, root / "ol" / "nce",
+                      method="nce"),
                 lambda m: isinstance(m, SparseNPLM) and m.kind == "nplm-NCE"),
-        "lightrnn": (saved(build_model("lightrnn", corpus, net, OutputLayersOptions())[0], corpus, root / "ol" / "lightrnn",
-                           method="lightrnn"), reads(WithInput, LightInput)),
+        "lightrnn": (saved(build_model("lightrnn", corpus, net, OutputLayersOptions())[0], corpus,
+                           root / "ol" / "lightrnn", method="lightrnn"), reads(WithInput, LightInput)),
     }
 
 
@@ -115,7 +117,8 @@ def test_a_checkpoint_from_before_the_record_is_read_from_its_parameters(checkpo
 
 
 @pytest.mark.parametrize("name, record, says", [
-    ("char-lstm", {"spelling": {}}, "an LSTM model reading its words through the input layer 'spelling', which sample cannot read"),
+    ("char-lstm", {"spelling": {}},
+     "an LSTM model reading its words through the input layer 'spelling', which sample cannot read"),
     ("nplm", {"char": {}}, "an NPLM model reading its words through the input layer 'char', which sample cannot read"),
     ("lstm", ["char"], "an LSTM model reading its words through the input layer ['char'], which sample cannot read"),
 ])

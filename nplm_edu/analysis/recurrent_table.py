@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..errors import UserError
+from .quality import mean_std
 from .report import pm, show_table
 
 # the two controls of the recurrent table: what the words beyond the last four buy the LSTM, and the
@@ -54,12 +53,13 @@ def runs_by_model(doc: dict) -> dict[str, list[dict]]:
 
 
 def spread(values) -> dict:
-    """Mean, sample standard deviation (None for fewer than 2 values), min, max and the values."""
-    v = np.asarray([float(x) for x in values if x is not None], dtype=np.float64)
-    if not v.size:
-        return {"mean": None, "std": None, "min": None, "max": None, "n": 0, "values": []}
-    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else None, "min": float(v.min()),
-            "max": float(v.max()), "n": int(v.size), "values": v.tolist()}
+    """:func:`~nplm_edu.analysis.quality.mean_std` of the values that are not None, with their min and max.
+
+    >>> spread([3.0, None, 1.0, 2.0])
+    {'mean': 2.0, 'std': 1.0, 'n': 3, 'values': [3.0, 1.0, 2.0], 'min': 1.0, 'max': 3.0}
+    """
+    s = mean_std(x for x in values if x is not None)
+    return {**s, "min": min(s["values"], default=None), "max": max(s["values"], default=None)}
 
 
 def row_descriptions(doc: dict, names, fallback: dict | None = None) -> dict[str, str | None]:
