@@ -608,6 +608,15 @@ QUALITY_GLUED = [  # 11_2_brown's time to quality: CPU seconds to within 5% and 
     ("11_2_brown", "quality_swing", lambda R: max(max(c) / min(c) - 1 for r in R("recurrent/runs")
                                                   if (c := [e["cpu_seconds"] for e in r["history"]]))),
     ("11_2_brown", "quality_grid_epochs", lambda R: R("recurrent/protocol/grid_epochs")),
+    # the character-aware LSTM's epochs of coming within 5%, earliest and latest over the seeds; how many of its
+    # seeds came later than the LSTM of the same seed (the seeds of both rows are 0, 1, 2); its number of seeds
+    ("11_2_brown", "quality_char_epoch_5_low", lambda R: min(e for e, _ in _reached(R, "char-lstm", 0.05))),
+    ("11_2_brown", "quality_char_epoch_5_high", lambda R: max(e for e, _ in _reached(R, "char-lstm", 0.05))),
+    ("11_2_brown", "quality_char_later_5", lambda R: sum(c > w for (c, _), (w, _) in zip(_reached(R, "char-lstm", 0.05),
+                                                                                         _reached(R, "lstm", 0.05)))),
+    ("11_2_brown", "quality_char_seeds", lambda R: len(_recurrent_runs(R, "char-lstm"))),
+    # an LSTM epoch's CPU seconds over an Elman epoch's in the protocol's runs (the mean over each row's seeds)
+    ("11_2_brown", "lstm_epoch_cost", lambda R: _epoch_cpu(R, "lstm") / _epoch_cpu(R, "rnn")),
 ]
 
 
