@@ -156,9 +156,23 @@ def test_one_method_in_words():
     assert method_sentence(doc, "tree-huffman") == (
         "`tree-huffman`: 10.0 times the full softmax's training examples per CPU second of updates; stopped after "
         "3, 3, 3 epochs; 1.6% higher test perplexity than the full softmax's, beyond the seeds' spread; within 5% of "
-        "the full softmax's best validation perplexity after 20 CPU seconds.")
+        "the full softmax's best validation perplexity after 20 CPU seconds, the full softmax after 300, a "
+        "difference beyond the seeds' spread.")  # the tree's seeds at 20 s each, the full softmax's at 300 s each
     assert method_sentence(doc, "tree-huffman", "a Huffman tree").startswith("`tree-huffman` (a Huffman tree): 10.0 times")
     assert method_sentence(doc, "nce", "k = 25") == ""  # not in the file: nothing said
+
+
+def test_a_time_to_quality_is_judged_against_the_full_softmaxs_only_when_every_seed_of_both_came():
+    """Seeds reaching 5% (263.55) at 200, 300, 300 CPU s (epochs of 100 s) meet the full softmax's 300, 300, 300:
+    within the seeds' spread; a method with one seed of two within 5% gets no verdict, nor does the full softmax."""
+    slow = [run("differentiated", s, [400.0, 263.0 if s == 0 else 300.0, 255.0], cpu=100.0) for s in (0, 1, 2)]
+    some = [run("nce", s, [300.0, 260.0 if s == 0 else 270.0]) for s in (0, 1)]
+    doc = document(FULL + slow + some)
+    assert doc["summary"]["differentiated"]["time_to_quality"][0]["cpu_seconds"]["values"] == [200.0, 300.0, 300.0]
+    assert method_sentence(doc, "differentiated").endswith(
+        "after 267 CPU seconds, the full softmax after 300, a difference within the seeds' spread.")
+    assert method_sentence(doc, "nce").endswith("after 20 CPU seconds (1 of 2 seeds).")
+    assert method_sentence(doc, "full").endswith("after 300 CPU seconds.")
 
 
 def test_a_seed_diverged_before_validation_is_counted_and_the_table_and_figure_still_read():

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .quality import whole_epoch_cpu
-from .recurrent_table import differences, judged, neighbours_text, spread, verdict
+from .recurrent_table import difference, differences, judged, neighbours_text, spread, verdict
 from .report import listed, pm, show_table
 
 HEAD = [["method", "lr", "epochs", "valid", "test", "CPU s / epoch", "x full", "to 5%", "to 1%"]]
@@ -273,10 +273,21 @@ def quality_sentence(doc: dict, index: int = 0, clock: str = "cpu_seconds") -> s
     return text[0].upper() + text[1:]
 
 
+def time_verdict(doc: dict, method: str, q: dict) -> str:
+    """', the full softmax after 322, a difference within the seeds' spread': ``method``'s time to 5% ``q`` judged
+    (:func:`~nplm_edu.analysis.recurrent_table.verdict`); '' for the reference or unless all seeds of both came."""
+    ref = doc.get("reference_method", "full")
+    r = (doc["summary"].get(ref, {}).get("time_to_quality") or [None])[0]
+    if method == ref or r is None or not q["reached"] or q["reached"] < q["seeds"] or r["reached"] < r["seeds"]:
+        return ""
+    d = difference(spread(q["cpu_seconds"]["values"]), spread(r["cpu_seconds"]["values"]))
+    return f", the full softmax after {r['cpu_seconds']['mean']:,.0f}, a difference {verdict(d)}"
+
+
 def method_sentence(doc: dict, method: str, label: str = "") -> str:
     """One method's row in words, after its name and ``label`` in brackets: its speed-up per update, its
     epochs, its test perplexity against the full softmax's (:func:`difference_phrase`) and its time to come
-    within 5% ('' for a method not in the file)."""
+    within 5%, judged by :func:`time_verdict` ('' for a method not in the file)."""
     s = doc.get("summary", {}).get(method)
     if not s:
         return ""
@@ -292,7 +303,7 @@ def method_sentence(doc: dict, method: str, label: str = "") -> str:
     if q is not None and q["reached"]:
         some = "" if q["reached"] == q["seeds"] else f" ({q['reached']} of {q['seeds']} seeds)"
         parts.append(f"within 5% of the full softmax's best validation perplexity after "
-                     f"{q['cpu_seconds']['mean']:,.0f} CPU seconds{some}")
+                     f"{q['cpu_seconds']['mean']:,.0f} CPU seconds{some}{time_verdict(doc, method, q)}")
     elif q is not None:
         parts.append(f"never within 5% of the full softmax's best validation perplexity (its own best: "
                      f"{q['best_valid_ppl']['mean']:.1f})")
