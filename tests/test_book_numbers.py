@@ -669,6 +669,15 @@ GLUED = [
       for who in ("readable", "torch")],
     ("10_3_brown", "mean_class",  # frequency binning's words per class, |V| / n_c
      lambda R: R("output_layers/V") / R("output_layers/summary/class-frequency/layer/n_classes")),
+    *[("10_3_brown", f"class_rows_{end}",  # output rows read per training example, the cheaper and the dearer of
+       # the two ways of building the classes (frequency binning, the exchange algorithm)
+       lambda R, pick=pick: pick(R(f"output_layers/summary/class-{way}/layer/cost_per_example")
+                                 for way in ("frequency", "exchange"))) for end, pick in (("low", min), ("high", max))],
+    *[("10_3_brown", f"nce_log_Z_{end}",  # NCE's mean log Z over the test contexts, its lowest and highest seed
+       lambda R, pick=pick: pick(R("output_layers/summary/nce/test_log_Z_mean/values")))
+      for end, pick in (("low", min), ("high", max))],
+    ("10_3_brown", "nce_Z",  # e to NCE's mean log Z (mean over its seeds): Z in the geometric mean over the contexts
+     lambda R: math.exp(R("output_layers/summary/nce/test_log_Z_mean/mean"))),
     ("10_3_brown", "cpu_swing",  # one run's dearest epoch over its cheapest in CPU seconds, the largest over the
      # runs, minus one; the epochs timed in part and the effective-sample-size rule's (its work changes) left out
      lambda R: max(max(c) / min(c) - 1 for r in R("output_layers/runs") if r["method"] != "is-ess"
