@@ -686,6 +686,16 @@ GLUED = [
       for h in (256, 512)],
     ("12_transformer", "ctx_attention_us_last",  # the longest window's attention, microseconds a word
      lambda R: R("bench_transformer_context/rows[n_ctx=1024]/attention_us_per_word")),
+    # the attention layers while the scores' multiply-adds (2Tm a layer) are fewer than the projections' (4m^2):
+    # T = 4, 16, 64 below 2m = 256; their cheapest and dearest microseconds a word, then the first T at or above 2m
+    ("12_transformer", "ctx_attention_short_low",
+     lambda R: min(R(f"bench_transformer_context/rows[n_ctx={T}]/attention_us_per_word") for T in (4, 16, 64))),
+    ("12_transformer", "ctx_attention_short_high",
+     lambda R: max(R(f"bench_transformer_context/rows[n_ctx={T}]/attention_us_per_word") for T in (4, 16, 64))),
+    ("12_transformer", "ctx_T_short_last", lambda R: R("bench_transformer_context/rows[n_ctx=64]/n_ctx")),
+    ("12_transformer", "ctx_T_rise", lambda R: 2 * R("bench_transformer_context/shape/m")),
+    ("12_transformer", "ctx_attention_us_rise",
+     lambda R: R("bench_transformer_context/rows[n_ctx=256]/attention_us_per_word")),
     ("12_transformer", "ctx_update_growth",  # the whole update per word, longest window over the shortest
      lambda R: R("bench_transformer_context/rows[n_ctx=1024]/us_per_word")
      / R("bench_transformer_context/rows[n_ctx=4]/us_per_word")),
