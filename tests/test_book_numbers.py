@@ -575,6 +575,20 @@ def _epoch_cpu(R, model):  # the mean over a row's seeds of each one's mean CPU 
     return statistics.mean(statistics.mean(e["cpu_seconds"] for e in r["history"]) for r in _recurrent_runs(R, model))
 
 
+def _medians_by_network(R):  # every network's median speedup from 1 to 2 threads in each run of the method
+    medians = {}
+    for name in ("bench_threads", "bench_recurrent_threads"):
+        for run in R(f"{name}/earlier_runs") + [R(name)]:
+            for s in run["scaling"]:
+                medians.setdefault(s.get("shape") or f"{s['cell']}{s['h']}", []).append(s["ours_2_over_1"])
+    return medians
+
+
+def _ap_share(c, V=17964, h=60):  # the output layer's share of the paper's count, c the features per example
+    out = V * (1 + c + h)
+    return out / (out + h * (1 + c) + c)
+
+
 def _one(values):  # the one value every seed shares
     assert len(set(values)) == 1, values
     return values[0]
@@ -699,6 +713,34 @@ GLUED = [
     ("12_transformer", "ctx_update_growth",  # the whole update per word, longest window over the shortest
      lambda R: R("bench_transformer_context/rows[n_ctx=1024]/us_per_word")
      / R("bench_transformer_context/rows[n_ctx=4]/us_per_word")),
+    *[("07_threads", f"block_m{M}",  # rank 0's output block at K = 128 in the MPI runs, ms per update
+       lambda R, M=M: 1e3 * R(f"parallel/output_block[M={M},K=128]/ranks/0/block")
+       / R(f"parallel/output_block[M={M},K=128]/updates")) for M in (1, 2)],
+    *[("07_threads", f"{who}_{net}_{q}",  # the quartiles of a recurrent network's 1 -> 2 thread ratios
+       lambda R, who=who, key=key, net=net, i=i: (100 if who == "lead_kept" else 1)
+       * R(f"bench_recurrent_threads/scaling[cell={net[:-3]},h={net[-3:]}]/{key}_iqr/{i}"))
+      for who, key in (("speedup", "ours_2_over_1"), ("torch_speedup", "torch_2_over_1"), ("lead_kept", "lead_kept"))
+      for net in ("lstm256", "lstm512", "gru256", "gru512") for i, q in enumerate(("q1", "q3"))],
+    # the speedups from 1 to 2 threads of the five networks other than the LSTM at h = 512 (MLP1, MLP9, LSTM h 256,
+    # GRU h 256 and h 512), their lowest and highest
+    *[("07_threads", f"others_{end}",
+       lambda R, pick=pick: pick([s["ours_2_over_1"] for s in R("bench_threads/scaling")]
+                                 + [s["ours_2_over_1"] for s in R("bench_recurrent_threads/scaling")
+                                    if (s["cell"], s["h"]) != ("lstm", 512)])) for end, pick in (("low", min), ("high", max))],
+    *[("07_threads", f"earlier_MLP9_{i}", lambda R, i=i: R(f"bench_threads/earlier_runs/{i}/scaling[shape=MLP9]/ours_2_over_1"))
+      for i in (0, 1)],
+    *[("07_threads", f"earlier_lstm512_{i}",
+       lambda R, i=i: R(f"bench_recurrent_threads/earlier_runs/{i}/scaling[cell=lstm,h=512]/ours_2_over_1")) for i in (0, 1)],
+    ("07_threads", "run_spread",  # the widest range of one network's median speedup over the three runs (MLP9's)
+     lambda R: max(max(v) - min(v) for v in _medians_by_network(R).values())),
+    *[("07_measured", f"hog_seconds_{end}", lambda R, pick=pick: pick(r["seconds"] for r in R("parallel/hogwild")))
+      for end, pick in (("min", min), ("max", max))],
+    ("07_measured", "worst_pair_k128",  # the fastest one-process run at K = 128 over the slowest two-process run
+     lambda R: min(R("parallel/output_block[M=1,K=128]/repeats_seconds_per_update"))
+     / max(R("parallel/output_block[M=2,K=128]/repeats_seconds_per_update"))),
+    ("07_parallel", "share_ap_gap",  # the AP model's output share with (n-1)m minus with nm, in percentage points:
+     # |V| = 17,964, n = 6, m = 100, h = 60, out = |V|(1 + c + h) over out + h(1 + c) + c, c = (n-1)m or nm
+     lambda R: 100 * (_ap_share(500) - _ap_share(600))),
     *QUALITY_GLUED,
     *SAMPLES_AND_BINS_GLUED,
 ]
