@@ -578,7 +578,7 @@ def _epoch_cpu(R, model):  # the mean over a row's seeds of each one's mean CPU 
 def _medians_by_network(R):  # every network's median speedup from 1 to 2 threads in each run of the method
     medians = {}
     for name in ("bench_threads", "bench_recurrent_threads"):
-        for run in R(f"{name}/earlier_runs") + [R(name)]:
+        for run in R(f"bench_threads_earlier/{name}") + [R(name)]:
             for s in run["scaling"]:
                 medians.setdefault(s.get("shape") or f"{s['cell']}{s['h']}", []).append(s["ours_2_over_1"])
     return medians
@@ -727,10 +727,10 @@ GLUED = [
        lambda R, pick=pick: pick([s["ours_2_over_1"] for s in R("bench_threads/scaling")]
                                  + [s["ours_2_over_1"] for s in R("bench_recurrent_threads/scaling")
                                     if (s["cell"], s["h"]) != ("lstm", 512)])) for end, pick in (("low", min), ("high", max))],
-    *[("07_threads", f"earlier_MLP9_{i}", lambda R, i=i: R(f"bench_threads/earlier_runs/{i}/scaling[shape=MLP9]/ours_2_over_1"))
+    *[("07_threads", f"earlier_MLP9_{i}", lambda R, i=i: R(f"bench_threads_earlier/bench_threads/{i}/scaling[shape=MLP9]/ours_2_over_1"))
       for i in (0, 1)],
     *[("07_threads", f"earlier_lstm512_{i}",
-       lambda R, i=i: R(f"bench_recurrent_threads/earlier_runs/{i}/scaling[cell=lstm,h=512]/ours_2_over_1")) for i in (0, 1)],
+       lambda R, i=i: R(f"bench_threads_earlier/bench_recurrent_threads/{i}/scaling[cell=lstm,h=512]/ours_2_over_1")) for i in (0, 1)],
     ("07_threads", "run_spread",  # the widest range of one network's median speedup over the three runs (MLP9's)
      lambda R: max(max(v) - min(v) for v in _medians_by_network(R).values())),
     *[("07_measured", f"hog_seconds_{end}", lambda R, pick=pick: pick(r["seconds"] for r in R("parallel/hogwild")))
