@@ -651,9 +651,38 @@ SAMPLES_AND_BINS_GLUED = [  # 11_2_brown: the samples' settings, and the bounds 
 ]
 
 
+def _claim_seeds(R, cell, model, key="gap"):  # one model's values over its seeds in a cell of the central claim
+    return R("central_claim/tables")[cell][model][key]["values"]
+
+
+def _claim_runs(R, method, key="test_ppl"):  # one network's value per seed, from its rows
+    return [r[key] for r in R("central_claim/runs") if r["method"] == method]
+
+
+CLAIM_CELLS = {"av8": "animal-verb/8000", "av40": "animal-verb/40000", "ta8": "time-animal/8000",
+               "ta40": "time-animal/40000"}
+CLAIM_NETWORKS = ("network_learned", "network_fixed_pca", "network_fixed_random")
+
+
 # figures the prose inserts with glue, against the same figures computed here from the results files:
 # (notebook, glued name, value)
 GLUED = [
+    # chapter 8: each network's gap (removed minus ordinary sentences) as the mean and sample std of its seeds
+    *[("08_central_claim", f"{p}_{m}_gap", lambda R, c=c, m=m: statistics.mean(_claim_seeds(R, c, m)))
+      for p, c in CLAIM_CELLS.items() for m in CLAIM_NETWORKS],
+    *[("08_central_claim", f"{p}_{m}_gap_std", lambda R, c=c, m=m: statistics.stdev(_claim_seeds(R, c, m)))
+      for p, c in CLAIM_CELLS.items() for m in CLAIM_NETWORKS],
+    ("08_central_claim", "av8_kn5_gap", lambda R: _claim_seeds(R, "animal-verb/8000", "kn5")[0]),  # one value
+    ("08_central_claim", "av8_margin_kn5",  # the learned network minus the 5-gram on the removed sentences
+     lambda R: statistics.mean(_claim_seeds(R, "animal-verb/8000", "network_learned", "heldout"))
+     - _claim_seeds(R, "animal-verb/8000", "kn5", "heldout")[0]),
+    ("08_central_claim", "claim_n_seeds", lambda R: len(R("central_claim/protocol/seeds"))),
+    *[("08_central_claim", f"ff_{short}", lambda R, v=v: statistics.mean(_claim_runs(R, f"brown-slice/{v}")))
+      for short, v in (("learned", "learned"), ("pca", "fixed_pca"), ("random", "fixed_random"))],
+    ("08_central_claim", "ff_train_tokens", lambda R: R("central_claim/brown_design/fixed_features/tokens/0")),
+    ("08_central_claim", "nov_near_neighbour_seen_minus_kn5",  # the network minus KN5 where a neighbour covers
+     lambda R: statistics.mean(r["scores"]["near_neighbour_seen_minus_kn5"] for r in R("central_claim/runs")
+                               if r["method"] == "brown/mlp9")),
     ("11_2_brown", "brown_V", lambda R: R("recurrent_one_seed/V")),
     ("11_2_brown", "nplm_share_of_rnn_params",
      lambda R: R("beyond/parameters") / R("recurrent_one_seed/rows[model=rnn]/parameters")),

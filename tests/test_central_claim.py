@@ -248,15 +248,3 @@ def test_brown_part_quick(tmp_path, monkeypatch, brown_read_once):
     assert all(np.isfinite(s["test_ppl"]["mean"]) and s["test_ppl"]["n"] == 3 for s in doc["summary"].values())
     run_brown(load_corpus("brown"), ctx, quick=True)  # everything is in the file: nothing trains or changes
     assert {r["run"]: r for r in json.loads(out.read_text())["runs"]} == rows
-
-
-def test_the_brown_network_is_table1s_mlp9_after_six_epochs():
-    """The chapter says the Brown network of a results file written before the protocol (one run of six
-    epochs with Table 1's settings and seed) is Table 1's MLP9 run as it stood after its sixth epoch."""
-    doc = json.loads(Path("data/results/central_claim.json").read_text())
-    if "brown" not in doc:
-        pytest.skip("the results file trains its Brown networks under the protocol")
-    net = doc["brown"]["novel_trigrams"]["network"]
-    table1 = json.loads(Path("data/results/table1.json").read_text())["rows"]["MLP9"]["history"]
-    assert net["epochs_run"] == 6 and net["train"]["seed"] == 0
-    assert net["best_valid_ppl"] == pytest.approx(table1[5]["valid_ppl"], abs=5e-4)

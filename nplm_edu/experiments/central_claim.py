@@ -62,7 +62,7 @@ from ..models.nplm import NPLMConfig
 from ..numerics.fused import FusedNPLM
 from ..training.trainer import TrainConfig
 from .central_claim_brown import PARTS as BROWN_PARTS, brown_design, run_brown
-from .claim_runs import Ctx, SplitScores, gap, rms, tables, train_seeds
+from .claim_runs import Ctx, SplitScores, gap, rms, train_seeds
 from .protocol import PROTOCOL, Method
 from .skeleton import results_file, runs_for
 
@@ -289,23 +289,3 @@ def run_central_claim(opts: CentralClaimOptions | None = None, out=None, quiet: 
     print(f"wrote {out}")
     return out
 
-
-# --------------------------------------------------------------------------- reading the results file
-def synthetic_tables(doc: dict) -> dict:
-    """{cell: {model: {key: mean ± std over the seeds}}} of the synthetic part (``"family/tokens"`` cells), and
-    {cell: its pairs and token counts}, from a results file: its tables, or for a file written before the
-    protocol (one whose networks kept their seeds' scores under ``"synthetic"``) the same tables rebuilt
-    from those scores."""
-    if "tables" in doc:
-        infos = {r["cell"]: {"pairs": r["pairs"], "tokens": r["tokens"]} for r in doc["runs"] if "tokens" in r}
-        return {c: t for c, t in doc["tables"].items() if c in infos}, infos
-    rows, infos = [], {}
-    for run in doc["synthetic"]:
-        cell = f"{run['family']}/{run['train_tokens_target']}"
-        infos[cell] = {"pairs": run["pairs"], "tokens": run["tokens"]}
-        for model, m in run["models"].items():
-            for seed, s in enumerate(m["seeds"]) if "seeds" in m else [(None, m)]:
-                s = {k: v for k, v in s.items() if isinstance(v, float)}
-                rows.append({"cell": cell, "model": model, "seed": seed, "scores": s,
-                             "gap": gap(s["heldout"], s["ordinary"])})
-    return tables(rows), infos
