@@ -219,6 +219,13 @@ def test_brown_fixed_features(doc):
     assert "within the seeds' spread" in cr.fixed_conclusion(make_doc(synthetic_rows() + brown_rows(slice_test=meets)))
     below = {**SLICE_TEST, "fixed_pca": [300.0, 310.0, 320.0]}
     assert "does not hold" in cr.fixed_conclusion(make_doc(synthetic_rows() + brown_rows(slice_test=below)))
+    # the losing table's rate at an edge of the grid (0.3 of 0.3, 1, 3): the conclusion says a rate beyond it
+    # was not tried; at 1 (the fixture's rate, inside the grid) it says nothing of the kind
+    assert "not tried" not in cr.fixed_conclusion(doc)
+    rows = [{**r, "lr": 0.3} if r["method"] == "brown-slice/fixed_pca" else r for r in synthetic_rows() + brown_rows()]
+    assert cr.fixed_conclusion(make_doc(rows)).endswith(
+        "holds in these runs, though the fixed components' rate, 0.3, is the bottom of the grid, and a smaller one, "
+        "not tried, might have done better.")
 
 
 def test_a_missing_brown_part_is_named_not_a_key_error():

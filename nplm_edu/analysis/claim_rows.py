@@ -375,6 +375,19 @@ def fixed_conclusion(doc: dict) -> str:
                 "could give.")
     if d["difference"] < 0:
         return ("On this slice the table learned with the network gave a lower test perplexity than the fixed "
-                "principal components, beyond the seeds' spread: the paper's negative result holds in these runs.")
+                "principal components, beyond the seeds' spread: the paper's negative result holds in these runs"
+                + edge_clause(doc, f["fixed_pca"]["lr"]) + ".")
     return ("On this slice the fixed principal components gave a lower test perplexity than the learned table, "
-            "beyond the seeds' spread: the paper's negative result does not hold in these runs.")
+            "beyond the seeds' spread: the paper's negative result does not hold in these runs"
+            + edge_clause(doc, f["learned"]["lr"], "learned table's") + ".")
+
+
+def edge_clause(doc: dict, lr: float, whose: str = "fixed components'") -> str:
+    """', though the fixed components' rate, 0.3, is the bottom of the grid, and a smaller one, not tried, might
+    have done better' when the losing table's rate is at an edge of the grid
+    (:func:`~nplm_edu.analysis.comparison.grid_edge`), else ''."""
+    edge = grid_edge(doc, lr)
+    if edge is None:
+        return ""
+    return (f", though the {whose} rate, {lr:g}, is the {edge} of the grid, and a "
+            f"{'smaller' if edge == 'bottom' else 'larger'} one, not tried, might have done better")
