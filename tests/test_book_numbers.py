@@ -742,6 +742,8 @@ GLUED = [
     ("12_transformer", "ctx_update_growth",  # the whole update per word, longest window over the shortest
      lambda R: R("bench_transformer_context/rows[n_ctx=1024]/us_per_word")
      / R("bench_transformer_context/rows[n_ctx=4]/us_per_word")),
+    ("07_threads", "bench_V", lambda R: R("bench_threads/rows[shape=MLP9,threads=1,batch=128]/V")),
+    ("07_threads", "rec_V", lambda R: R("bench_recurrent_threads/rows/0/V")),
     *[("07_threads", f"block_m{M}",  # rank 0's output block at K = 128 in the MPI runs, ms per update
        lambda R, M=M: 1e3 * R(f"parallel/output_block[M={M},K=128]/ranks/0/block")
        / R(f"parallel/output_block[M={M},K=128]/updates")) for M in (1, 2)],
