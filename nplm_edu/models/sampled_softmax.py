@@ -213,8 +213,8 @@ def effective_sample_size(logr) -> np.ndarray:
 
 
 class ESSImportanceSampling(AdaptiveImportanceSampling):
-    """Importance sampling with the effective-sample-size rule of Bengio & Senecal (2008), here with a
-    context-free proposal (the adaptive unigram, where they adapt an n-gram of the context): a sample
+    """Importance sampling with the effective-sample-size rule of Bengio & Senecal (2003), here with a
+    context-free proposal (the adaptive unigram, where their 2008 paper adapts an n-gram of the context): a sample
     size set by the effective sample size. A batch draws ``k`` words from the proposal, then ``k``
     more, ..., until the mean over the batch's examples of ESS = (sum_j r_j)^2 / sum_j r_j^2
     (:func:`effective_sample_size`) reaches ``ess_min``, or the sample holds ``k_max`` words.
