@@ -6,7 +6,7 @@ import pytest
 
 from nplm_edu.errors import UserError
 from nplm_edu.models.nplm import NPLMConfig
-from nplm_edu.numerics.blas import gemm_update, segment_sum
+from nplm_edu.numerics.blas import gemm_update, segment_sum, subtract_at
 from nplm_edu.numerics.fused import FusedNPLM
 from nplm_edu.training.optim import sgd_step
 
@@ -162,6 +162,22 @@ def test_segment_sum_counts_repeats():
     assert sums.tolist() == [[8, 9], [2, 3], [10, 13]]
     words, sums = segment_sum(ids[:0], rows[:0])  # no slot (a thread whose block holds no word of the batch)
     assert words.shape == (0,) and sums.shape == (0, 2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_subtract_at_equals_numpys_ufunc_at_exactly(dtype):
+    """out[idx[j]] -= rows[j] in order, repeats included: the very numbers of np.subtract.at (the same
+    subtractions in the same order), into a block of rows of a larger array as the output blocks do."""
+    rng = np.random.default_rng(0)
+    for n, K in ((0, 5), (1, 5), (40, 3), (1000, 60)):
+        idx = rng.zipf(1.3, n) % K  # some indices repeat many times, as frequent words do
+        rows = rng.standard_normal((n, 7)).astype(dtype)
+        big = rng.standard_normal((K + 4, 7)).astype(dtype)
+        want = big.copy()
+        np.subtract.at(want[2:K + 2], idx, rows)
+        subtract_at(big[2:K + 2], idx, rows)
+        assert np.array_equal(big, want), (n, K)
+    assert n == 0 or np.bincount(idx).max() > 20  # the last case has a heavily repeated index
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

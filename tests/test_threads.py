@@ -180,6 +180,27 @@ def test_fused_update_on_T_threads_equals_one_thread(direct, K):
         assert np.array_equal(again[0], losses) and all(np.array_equal(again[1][k], params[k]) for k in params)
 
 
+def test_output_blocks_with_frequent_targets_equal_one_thread():
+    """Most targets in the first block, many repeating (Zipf, as words are): each block subtracts
+    its targets' rows of A from dL/dU (repeats in order); the gradients equal one thread's."""
+    rng = np.random.default_rng(7)
+    V = 300
+    X = rng.integers(0, V, (4, 30))
+    Y = np.minimum(rng.zipf(1.5, (4, 30)) - 1, V - 1)  # word 0 most often
+    got = {}
+    for T in (1, 2, 3):
+        threads.set_threads(T)
+        model = recurrent_model(RecurrentConfig(V=V, m=5, h=7, cell="lstm", seed=0, dtype="float64"))
+        model.MIN_BLOCK_WORK = 0
+        loss, grads, _ = model.loss_and_grads(X, Y)
+        got[T] = loss, {k: g.copy() for k, g in grads.items()}
+    assert np.bincount(Y.ravel()).max() > 20  # a target repeated many times in block 0
+    for T in (2, 3):
+        assert abs(got[T][0] - got[1][0]) <= 1e-12
+        for k in got[1][1]:
+            np.testing.assert_allclose(got[T][1][k], got[1][1][k], rtol=0, atol=1e-12, err_msg=k)
+
+
 @pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
 def test_recurrent_full_softmax_on_T_threads_equals_one_thread(cell):
     rng = np.random.default_rng(1)
@@ -208,6 +229,24 @@ def test_a_product_split_by_columns_equals_one_product():
             out = threads.matmul_columns(a, b, big[:, 4:17], T)  # into a strided block of a larger array
             np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)
             assert np.isnan(big[:, :4]).all() and np.isnan(big[:, 17:]).all()
+
+
+def test_work_after_a_split_product_runs_on_each_block_after_its_columns():
+    """matmul_columns' ``then(lo, hi)``: once per block, on that block's thread, after its columns
+    of the product are in (here it doubles them: the result is 2 a b, each column once)."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((6, 9)), rng.standard_normal((9, 13))
+    for T in (1, 2, 3):
+        out, seen = np.empty((6, 13)), []
+
+        def then(lo, hi):
+            seen.append((lo, hi, threads.threads()))
+            out[:, lo:hi] *= 2
+
+        threads.matmul_columns(a, b, out, T, then)
+        np.testing.assert_allclose(out, 2 * (a @ b), rtol=1e-12)
+        assert sorted(s[:2] for s in seen) == [threads.block_range(13, T, i) for i in range(T)]
+        assert all(s[2] == 1 for s in seen)  # each on its block's thread
 
 
 @pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])

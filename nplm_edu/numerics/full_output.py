@@ -19,8 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..models.output import FullSoftmax
+from .blas import subtract_at
 from .head import head_block, nll, softmax_nll, target_scores
-from .threads import block_range, run_blocks, threads
+from .threads import block_range, one_blas_thread, run_blocks, threads
 
 
 class FastOutput:
@@ -83,7 +84,7 @@ class FastOutput:
             # dL/dU_i = dL/dy_i^T A = e^T diag(scale) A - onehot^T A / N
             As = np.multiply(A, scale[:, None], out=self._buffer(f"As{i}", A.shape))  # diag(scale) A  (N, h)
             np.matmul(y.T, As, out=gU[lo:hi])  # (B, h)
-            np.subtract.at(gU[lo:hi], cols, A[own] * A.dtype.type(1.0 / N))
+            subtract_at(gU[lo:hi], cols, A[own] * A.dtype.type(1.0 / N))  # np.subtract.at's numbers, faster
             return own, yt, mx, s
 
         yt, mx, s = target_scores(run_blocks(block, T), N, A.dtype)
@@ -93,6 +94,20 @@ class FastOutput:
         for j in range(1, T):
             gA += parts[j]
         return float(np.mean(nll(yt, mx, s))), gA, {"U": gU, "b": gb}
+
+    def _log_probs(self, A, targets):
+        """log p(w_t) (N,) float64 of the N positions A (N, width) under the full softmax (on several
+        threads, the output blocks without their gradients)."""
+        P, N = self.params, A.shape[0]
+        T = self._blocks(N)
+        if T > 1:
+            with one_blas_thread():
+                yt, mx, s = self._output_blocks(A, targets, T, grad=False)
+        else:
+            y = np.matmul(A, P["U"].T, out=self._buffer("y", (N, self.V)))
+            y += P["b"]
+            _, yt, mx, s = softmax_nll(y, targets, grad=False)
+        return -nll(yt, mx, s)
 
     def _blocks(self, N: int) -> int:
         """Threads for the full softmax of N positions (1 below MIN_BLOCK_WORK: meeting costs more)."""

@@ -9,7 +9,8 @@ What changes against the reference:
   products, U^{z,r} h_{t-1} for both gates, then U^n (r_t h_{t-1}), since r_t comes first);
 - the gate nonlinearities are applied in place (the LSTM's gates are stacked i, f, o, g so the
   three sigmoids are one contiguous block), in preallocated buffers reused from batch to batch;
-- the backward loop only computes dL/dz_t and dL/dh_{t-1}; the gradients of Wx, Wh, d and of the
+- the backward loop only computes dL/dz_t and dL/dh_{t-1} (the LSTM's gate derivatives, which do not
+  depend on dL/dh_t, are taken for all T steps before it); the gradients of Wx, Wh, d and of the
   inputs x are then ONE product each over all T B positions;
 - the full softmax output layer computes the logits of all T B positions in one product into a
   reused (T B, |V|) buffer, and the softmax and its gradient in place (the softmax-NLL head,
@@ -22,7 +23,8 @@ What changes against the reference:
   each running its block of streams through all T steps, forward and back, with no meeting between
   steps; the products over all T B positions (x_t Wx^T, dL/dWx, dL/dWh, dL/dx) are split by columns;
   each thread runs single-threaded BLAS;
-- the gradient of C is a segment sum (:func:`~nplm_edu.numerics.blas.segment_sum`), not ``np.add.at``.
+- the gradient of C is a segment sum (:func:`~nplm_edu.numerics.blas.segment_sum`), not ``np.add.at``;
+  on several threads each adds up its own columns of dL/dx, after its block of their product.
 
 The gradients returned live in buffers that the next call overwrites: use them before calling again.
 """
@@ -36,9 +38,8 @@ from ..models.gru import GRU
 from ..models.lstm import LSTM
 from ..models.output import FullSoftmax
 from ..models.rnn import ElmanRNN, RecurrentConfig, check_batch
-from .blas import segment_sum
+from .blas import segments
 from .full_output import FastOutput
-from .head import nll, softmax_nll
 from .threads import block_range, matmul_columns, one_blas_thread, run_blocks, threads
 
 
@@ -67,8 +68,8 @@ class _Fast(FastOutput):
         if mask_x is not None:
             x *= mask_x  # dropout on x
         z = self._buffer("z", (T, B, self.G * h))  # pre-activations, then the gates, in place
-        self._mm(x.reshape(T * B, -1), P["Wx"].T, z.reshape(T * B, -1))  # x_t Wx^T for every t at once
-        z += P["d"]
+        z2, d = z.reshape(T * B, -1), P["d"]  # x_t Wx^T + d for every t at once (each thread adds d to its columns)
+        self._mm(x.reshape(T * B, -1), P["Wx"].T, z2, lambda lo, hi: np.add(z2[:, lo:hi], d[lo:hi], out=z2[:, lo:hi]))
         hs = self._buffer("hs", (T + 1, B, h))  # hs[t + 1] = h_t
         hs[0] = state[0]
         prev = hs[:T] if resets is None else self._buffer("prev", (T, B, h))  # h_{t-1} as step t reads it
@@ -132,19 +133,29 @@ class _Fast(FastOutput):
         grads["Wx"] = self._mm(gz2.T, x2, self._buffer("gWx", P["Wx"].shape))  # one product over all t
         grads["Wh"] = self._grad_Wh(gz2, cache, self._buffer("gWh", P["Wh"].shape))
         grads["d"] = np.sum(gz2, axis=0, out=self._buffer("gd", P["d"].shape))
-        gx = self._mm(gz2, P["Wx"], self._buffer("gx", x2.shape))  # (T B, m)
-        if mask_x is not None:
-            gx *= mask_x.reshape(T * B, -1)  # backward through dropout on x
-        words, grads["C"] = segment_sum(X.T.ravel(), gx)  # each word's rows of dL/dx added up
+        words, order, starts = segments(X.T.ravel())  # the positions of each word of the batch
+        gx = self._buffer("gx", x2.shape)  # (T B, m) dL/dx
+        grads["C"] = np.empty((len(words), x2.shape[1]), x2.dtype)  # (k, m) the batch's rows of dL/dC
+
+        def words_rows(lo, hi):  # columns lo..hi of dL/dx, on the thread that computed them
+            if mask_x is not None:
+                gx[:, lo:hi] *= mask_x.reshape(T * B, -1)[:, lo:hi]  # backward through dropout on x
+            np.add.reduceat(gx[order, lo:hi], starts, axis=0, out=grads["C"][:, lo:hi])  # each word's rows
+
+        self._mm(gz2, P["Wx"], gx, then=words_rows)  # dL/dx = dL/dz Wx, then each word's rows
         return {k: grads[k] for k in P}, cache["state"], words
 
-    def _mm(self, a, b, out):
+    def _mm(self, a, b, out, then=None):
         """out = a @ b, a product over all T B positions; on several threads its columns are split
-        among them where it is large (:func:`~nplm_edu.numerics.threads.matmul_columns`)."""
+        among them where it is large (:func:`~nplm_edu.numerics.threads.matmul_columns`), and so is
+        ``then(lo, hi)``, work on columns lo..hi of the result (on one thread: ``then(0, all)``)."""
         T = threads()
         if T > 1 and a.shape[0] * b.shape[0] * b.shape[1] >= self.MIN_STEP_WORK:
-            return matmul_columns(a, b, out, T)
-        return np.matmul(a, b, out=out)
+            return matmul_columns(a, b, out, T, then)
+        np.matmul(a, b, out=out)
+        if then is not None:
+            then(0, out.shape[1])
+        return out
 
     def _streams(self, loop, resets, per_step: dict, per_row: dict) -> None:
         """``loop(resets, **arrays)`` over the batch's B streams: ``per_step`` arrays (T or T + 1, B, ...),
@@ -175,16 +186,7 @@ class _Fast(FastOutput):
         if type(self.output) is not FullSoftmax:
             return super().chunk_log_prob(X, Y, state, resets)
         cache = self.forward(X, state, resets=resets)
-        A, P = cache["inputs"]["U"], self.params
-        T = self._blocks(A.shape[0])
-        if T > 1:
-            with one_blas_thread():
-                yt, mx, s = self._output_blocks(A, Y.T.reshape(-1), T, grad=False)
-        else:
-            y = np.matmul(A, P["U"].T, out=self._buffer("y", (A.shape[0], self.V)))
-            y += P["b"]
-            _, yt, mx, s = softmax_nll(y, Y.T.reshape(-1), grad=False)
-        lp = -nll(yt, mx, s)  # (T B,) log p(w_t)
+        lp = self._log_probs(cache["inputs"]["U"], Y.T.reshape(-1))  # (T B,) log p(w_t)
         return lp.reshape(X.shape[1], X.shape[0]).T, cache["state"]
 
 
@@ -269,40 +271,46 @@ class FastLSTM(_Fast, LSTM):
         gh = self._buffer("gh", (B, h), zero=True)  # dL/dh_t through step t+1
         gs = self._buffer("gs", (B, h), zero=True)  # dL/ds_t through step t+1
         self._streams(self._backrecur_streams, cache["resets"],
-                      {"ga": ga, "gates": gates, "tanh_s": cache["tanh_s"], "prev_s": cache["prev_s"], "gz": gz},
+                      {"ga": ga, "gates": gates, "tanh_s": cache["tanh_s"], "prev_s": cache["prev_s"], "gz": gz,
+                       "dgates": self._buffer("dgates", gates.shape), "ds": self._buffer("ds", ga.shape)},
                       {"gh": gh, "gs": gs, "tmp": self._buffer("tmp_b", (B, h))})
         return gz
 
-    def _backrecur_streams(self, resets, ga, gates, tanh_s, prev_s, gz, gh, gs, tmp):
-        """The backward loop over t, on a block of the streams."""
+    def _backrecur_streams(self, resets, ga, gates, tanh_s, prev_s, gz, dgates, ds, gh, gs, tmp):
+        """The backward loop over t, on a block of the streams, after the derivatives that do not depend
+        on dL/dh_t (a few calls for all T steps, not a dozen a step: less time holding the interpreter's lock)."""
+        self._local_derivatives(gates, tanh_s, dgates, ds)
         Wh, h = self.params["Wh"], self.config.h
         for t in reversed(range(ga.shape[0])):
-            i, f, o, g = (gates[t][:, k * h:(k + 1) * h] for k in range(4))
+            i, f, g = gates[t][:, :h], gates[t][:, h:2 * h], gates[t][:, 3 * h:]
             gi, gf, go, gg = (gz[t][:, k * h:(k + 1) * h] for k in range(4))
-            th = tanh_s[t]
             gh += ga[t]  # dL/dh_t
-            np.multiply(gh, th, out=go)  # dL/do_t = dL/dh_t phi(s_t)
-            np.multiply(th, th, out=tmp)
-            np.subtract(1, tmp, out=tmp)
-            tmp *= o
-            tmp *= gh
+            np.multiply(gh, tanh_s[t], out=go)  # dL/do_t = dL/dh_t phi(s_t)
+            np.multiply(gh, ds[t], out=tmp)
             gs += tmp  # dL/ds_t = dL/ds_t(next) + dL/dh_t o_t (1 - phi(s_t)^2)
             np.multiply(gs, g, out=gi)  # dL/di_t
             np.multiply(gs, i, out=gg)  # dL/dg_t
             np.multiply(gs, prev_s[t], out=gf)  # dL/df_t
             gs *= f  # dL/ds_{t-1}
-            for gk, k in ((gi, i), (gf, f), (go, o)):  # sigma' = sigma (1 - sigma)
-                np.subtract(1, k, out=tmp)
-                tmp *= k
-                gk *= tmp
-            np.multiply(g, g, out=tmp)
-            np.subtract(1, tmp, out=tmp)
-            gg *= tmp  # phi' = 1 - g^2
+            gz[t] *= dgates[t]  # backward through the gates' nonlinearities: dL/dz_t
             np.matmul(gz[t], Wh, out=gh)  # dL/dh_{t-1}
             if resets is not None:
                 keep = ~resets[:, t, None]
                 gh *= keep  # backward through a reset
                 gs *= keep
+
+    def _local_derivatives(self, gates, tanh_s, dgates, ds):
+        """For every t at once: dgates <- the gates' derivatives, sigma (1 - sigma) for i, f, o and
+        1 - g^2 for g (T, b, 4h); ds <- dh_t/ds_t = o_t (1 - phi(s_t)^2) (T, b, h)."""
+        h = self.config.h
+        ifo, g = gates[..., :3 * h], gates[..., 3 * h:]
+        np.subtract(1, ifo, out=dgates[..., :3 * h])
+        dgates[..., :3 * h] *= ifo  # (1 - sigma) sigma
+        np.multiply(g, g, out=dgates[..., 3 * h:])
+        np.subtract(1, dgates[..., 3 * h:], out=dgates[..., 3 * h:])  # 1 - g^2
+        np.multiply(tanh_s, tanh_s, out=ds)
+        np.subtract(1, ds, out=ds)
+        ds *= gates[..., 2 * h:3 * h]  # (1 - phi(s_t)^2) o_t
 
 
 class FastGRU(_Fast, GRU):

@@ -302,15 +302,19 @@ def sgd_inplace(p: np.ndarray, g: np.ndarray, lr: float, weight_decay: float = 0
     rowwise(block, len(p), p.size)
 
 
-def matmul_columns(a: np.ndarray, b: np.ndarray, out: np.ndarray, T: int) -> np.ndarray:
+def matmul_columns(a: np.ndarray, b: np.ndarray, out: np.ndarray, T: int, then=None) -> np.ndarray:
     """out = a @ b, out's columns split into T blocks (:func:`block_range`), block i computed on
     thread i with single-threaded BLAS: out[:, lo:hi] = a @ b[:, lo:hi]. Each entry is the same dot
-    product as in one call, so the result does not depend on T beyond BLAS's own blocking."""
+    product as in one call, so the result does not depend on T beyond BLAS's own blocking.
+    ``then(lo, hi)``, if given, runs on the same thread after its block's product: work on those
+    columns alone is split among the threads too, instead of waiting for all of them on one."""
     N = b.shape[1]
 
     def block(i, _):
         lo, hi = block_range(N, T, i)
         np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
+        if then is not None:
+            then(lo, hi)
 
     run_blocks(block, T)
     return out
