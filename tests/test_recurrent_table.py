@@ -5,7 +5,8 @@ import math
 import pytest
 
 from nplm_edu.analysis.recurrent_table import (difference, differences, judged, neighbours_text, pm, recurrent_table,
-                                               row_descriptions, row_summaries, spread, verdict, within_spread)
+                                               row_descriptions, row_summaries, spread, verdict, within_spread,
+                                               without_models)
 from nplm_edu.errors import UserError
 
 
@@ -47,6 +48,17 @@ def test_a_partial_file_shows_what_it_has():
     assert len(differences(partial)) == 1  # nplm-dropout not trained yet
     assert recurrent_table({"runs": []}) == ([], [head[0]])
     assert within_spread(spread([]), spread([1.0])) is None
+
+
+def test_a_chapter_can_read_the_file_without_another_chapters_rows():
+    doc = {**DOC, "runs": DOC["runs"] + [run("transformer-4", 0, 190)], "kn5": {"test": 240.0},
+           "summary": {"lstm": {}, "transformer-4": {}}, "grid": {"lstm": {}, "transformer-4": {}},
+           "parameters": {"lstm": 7, "transformer-4": 9, "nplm-dropout/lstm": 1.0}}
+    mine = without_models(doc, ["transformer-4"])
+    assert set(row_summaries(mine)) == {"lstm", "lstm-4", "nplm-dropout"} and mine["runs"] == DOC["runs"]
+    assert list(mine["summary"]) == list(mine["grid"]) == ["lstm"] and mine["kn5"] == {"test": 240.0}
+    assert mine["parameters"] == {"lstm": 7, "nplm-dropout/lstm": 1.0}
+    assert len(doc["runs"]) == 10 and "transformer-4" in doc["summary"]  # the file itself is left as it was
 
 
 def test_the_parameter_column_does_not_depend_on_which_seed_comes_first():

@@ -8,6 +8,7 @@ spread), and give:
 
 - :func:`is_scored`: whether a seed's row has scores (a seed that diverged before its first validation has
   none);
+- :func:`without_models`: the file without some models' rows;
 - :func:`row_summaries`: per model, mean ± standard deviation over its seeds of each perplexity;
 - :func:`differences`: the difference of two models' mean test perplexities, with the seeds' spread,
   and whether the difference is within it (:func:`within_spread`);
@@ -31,6 +32,7 @@ from .report import pm, show_table
 # LSTM against the NPLM at equal dropout and about equal size
 CONTROLS = (("lstm", "lstm-4"), ("lstm", "nplm-dropout"))
 MEASURES = ("valid_ppl", "test_ppl", "mix_test_ppl")
+PER_MODEL = ("rows", "summary", "grid", "descriptions", "parameters")  # the file's sections keyed by model
 
 
 def is_scored(row: dict) -> bool:
@@ -50,6 +52,22 @@ def runs_by_model(doc: dict) -> dict[str, list[dict]]:
     for r in doc.get("runs", []):
         out.setdefault(r["method"], []).append(r)
     return {m: sorted(rows, key=lambda r: r["seed"]) for m, rows in out.items()}
+
+
+def without_models(doc: dict, models) -> dict:
+    """The file ``doc`` as if ``models`` had never been trained: their seed rows (``runs``) and their
+    entries in the per-model sections left out, the rest shared with ``doc`` (a chapter that reads only
+    its own rows of a file another chapter adds rows to).
+
+    >>> d = {"runs": [{"method": "lstm"}, {"method": "transformer-4"}], "summary": {"lstm": 1, "transformer-4": 2}}
+    >>> without_models(d, ["transformer-4"])
+    {'runs': [{'method': 'lstm'}], 'summary': {'lstm': 1}}
+    """
+    drop = set(models)
+    out = {k: ({m: v for m, v in section.items() if m not in drop} if k in PER_MODEL and isinstance(section, dict)
+               else section) for k, section in doc.items()}
+    out["runs"] = [r for r in doc.get("runs", []) if r["method"] not in drop]
+    return out
 
 
 def spread(values) -> dict:
