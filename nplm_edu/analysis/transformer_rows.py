@@ -92,7 +92,8 @@ def cpu_hours(doc: dict, models=TRANSFORMERS) -> dict[str, float]:
 def grid_hours(doc: dict, models=TRANSFORMERS) -> dict[str, float]:
     """CPU hours the choice of each model's rate cost beyond its seeds, estimated (the file does not time the
     grid): ``grid_epochs`` epochs at each rate but the chosen one (whose grid run seed 0 continues), at the
-    seeds' mean CPU seconds an epoch (:func:`~nplm_edu.analysis.comparison.cpu_per_epoch`)."""
+    seeds' mean CPU seconds an epoch (:func:`~nplm_edu.analysis.comparison.cpu_per_epoch`): an estimate, not a
+    bound (an epoch's CPU seconds vary from epoch to epoch; a rate that diverged early cost less)."""
     by, protocol = runs_by_model(doc), doc.get("protocol", {})
     others = len(protocol.get("lrs", [])) - 1
     return {m: others * protocol.get("grid_epochs", 0) * cpu_per_epoch(doc, m)["mean"] / 3600
