@@ -3,7 +3,7 @@
 import pytest
 
 from nplm_edu.analysis.recurrent_table import compare_text, spread
-from nplm_edu.analysis.transformer_rows import cpu_hours, grid_hours, pair_rows, standing_text
+from nplm_edu.analysis.transformer_rows import cpu_hours, grid_hours, pair_rows, standing_text, window_text
 
 
 def run(method, seed, test, mix=None, cpu=3600.0):
@@ -66,3 +66,15 @@ def test_the_grid_is_costed_at_the_seeds_epochs():
     runs = [{**run("transformer-4", i, 240), "history": [{"cpu_seconds": c}, partial]} for i, c in enumerate((600.0, 1200.0))]
     doc = {"protocol": {"lrs": [1, 3, 10, 30], "grid_epochs": 2}, "runs": runs}
     assert grid_hours(doc) == pytest.approx({"transformer-4": 1.5})
+
+
+def test_each_longer_context_is_set_against_its_4_word_kind():
+    both = {"runs": DOC["runs"] + rows("lstm-4", [210, 214, 212])}
+    # transformer-32's mean 203 against transformer-4's 242: 39 lower, 39 / 242 = 16.1%, the ranges apart;
+    # lstm's 202 against lstm-4's 212: 10 lower, 10 / 212 = 4.7%, 200..204 and 210..214 apart
+    assert window_text(both) == (
+        "What a longer context buys, each network against its kind reading only the last 4 words: transformer-32 "
+        "scores 203.0 against transformer-4's 242.0, lower by 39.0 (16.1%), beyond the seeds' spread; lstm scores "
+        "202.0 against lstm-4's 212.0, lower by 10.0 (4.7%), beyond the seeds' spread.")
+    assert window_text(DOC).endswith("(16.1%), beyond the seeds' spread.")  # no lstm-4: one clause
+    assert window_text({"runs": rows("lstm", [200])}) == ""

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .quality import whole_epoch_cpu
-from .recurrent_table import difference, differences, judged, neighbours_text, spread, verdict
+from .recurrent_table import difference, differences, judged, neighbours_text, runs_by_model, spread, verdict
 from .report import listed, pm, show_table
 
 HEAD = [["method", "lr", "epochs", "valid", "test", "CPU s / epoch", "x full", "to 5%", "to 1%"]]
@@ -119,8 +119,8 @@ def epoch_cpu_seconds(history: list[dict]) -> float | None:
 
 
 def runs_of(doc: dict, method: str) -> list[dict]:
-    """The seed rows of ``method``, by seed."""
-    return sorted((r for r in doc.get("runs", []) if r["method"] == method), key=lambda r: r["seed"])
+    """The seed rows of ``method``, by seed (:func:`~nplm_edu.analysis.recurrent_table.runs_by_model`)."""
+    return runs_by_model(doc).get(method, [])
 
 
 def cpu_per_epoch(doc: dict, method: str) -> dict:

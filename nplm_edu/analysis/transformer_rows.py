@@ -7,13 +7,14 @@ or they do not), and the CPU hours the rows cost."""
 from __future__ import annotations
 
 from .comparison import cpu_per_epoch
-from .recurrent_table import difference, difference_text, judged, row_summaries, runs_by_model, spread
+from .recurrent_table import compare_text, difference, difference_text, judged, row_summaries, runs_by_model, spread
 from .report import listed
 
 TRANSFORMERS = ("transformer-4", "transformer-32")
 OTHERS = ("nplm-dropout", "lstm", "lstm-4")
 KN5 = "the Kneser-Ney 5-gram"
-MEASURES = {"test_ppl": "test", "mix_test_ppl": "mixed with the 5-gram"}
+PAIR_MEASURES = {"test_ppl": "test", "mix_test_ppl": "mixed with the 5-gram"}
+WINDOWS = (("transformer-32", "transformer-4"), ("lstm", "lstm-4"))  # a network, and its kind on the last 4 words
 
 
 def _against(s: dict, kn5, t: str, o: str) -> dict:
@@ -21,7 +22,7 @@ def _against(s: dict, kn5, t: str, o: str) -> dict:
     5-gram: test only, it is what the others are mixed with)."""
     if o == KN5:
         return {"test_ppl": difference(s[t]["test_ppl"], spread([kn5]))}
-    return {k: difference(s[t][k], s[o][k]) for k in MEASURES if s[t][k]["n"] and s[o][k]["n"]}
+    return {k: difference(s[t][k], s[o][k]) for k in PAIR_MEASURES if s[t][k]["n"] and s[o][k]["n"]}
 
 
 def pair_differences(doc: dict, transformers=TRANSFORMERS, others=OTHERS, both_ways: bool = False):
@@ -41,7 +42,8 @@ def pair_differences(doc: dict, transformers=TRANSFORMERS, others=OTHERS, both_w
 def pair_rows(doc: dict) -> list[list[str]]:
     """:func:`pair_differences` as a table's rows: Transformer, other row, then each measure's difference
     (:func:`~nplm_edu.analysis.recurrent_table.difference_text`, '' where it has none)."""
-    return [[t, o, *(difference_text(d[k]) if k in d else "" for k in MEASURES)] for t, o, d in pair_differences(doc)]
+    return [[t, o, *(difference_text(d[k]) if k in d else "" for k in PAIR_MEASURES)]
+            for t, o, d in pair_differences(doc)]
 
 
 def _standing(diffs: list[tuple[str, dict]]) -> str:
@@ -81,6 +83,17 @@ def standing_text(doc: dict, transformers=TRANSFORMERS, others=OTHERS) -> list[s
             text += f"; mixed with the 5-gram, it is {_standing(measures['mix_test_ppl'])}"
         out.append(text + ".")
     return out
+
+
+def window_text(doc: dict, pairs=WINDOWS) -> str:
+    """What a longer context buys each network whose 4-word kind the file also holds: its test perplexity
+    against that row's (:func:`~nplm_edu.analysis.recurrent_table.compare_text`), one clause a pair; '' for
+    none."""
+    s = row_summaries(doc)
+    said = [compare_text(a, s[a]["test_ppl"], b, s[b]["test_ppl"]).rstrip(".") for a, b in pairs
+            if a in s and b in s and s[a]["test_ppl"]["n"] and s[b]["test_ppl"]["n"]]
+    lead = "What a longer context buys, each network against its kind reading only the last 4 words: "
+    return f"{lead}{'; '.join(said)}." if said else ""
 
 
 def cpu_hours(doc: dict, models=TRANSFORMERS) -> dict[str, float]:
