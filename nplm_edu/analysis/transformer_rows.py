@@ -7,14 +7,15 @@ or they do not), and the CPU hours the rows cost."""
 from __future__ import annotations
 
 from .comparison import cpu_per_epoch
-from .recurrent_table import compare_text, difference, difference_text, judged, row_summaries, runs_by_model, spread
+from .recurrent_table import (CONTROLS, compare_text, difference, difference_text, judged, row_summaries, runs_by_model,
+                              spread)
 from .report import listed
 
 TRANSFORMERS = ("transformer-4", "transformer-32")
 OTHERS = ("nplm-dropout", "lstm", "lstm-4")
 KN5 = "the Kneser-Ney 5-gram"
 PAIR_MEASURES = {"test_ppl": "test", "mix_test_ppl": "mixed with the 5-gram"}
-WINDOWS = (("transformer-32", "transformer-4"), ("lstm", "lstm-4"))  # a network, and its kind on the last 4 words
+WINDOWS = (("transformer-32", "transformer-4"), CONTROLS[0])  # a network, and its kind on the last 4 words
 
 
 def _against(s: dict, kn5, t: str, o: str) -> dict:
@@ -33,7 +34,7 @@ def pair_differences(doc: dict, transformers=TRANSFORMERS, others=OTHERS, both_w
     present = [t for t in transformers if t in s]
     out = []
     for i, t in enumerate(present):
-        rivals = [x for x in present if x != t and (both_ways or present.index(x) > i)]
+        rivals = [x for x in present if x != t] if both_ways else present[i + 1:]
         rivals += [o for o in others if o in s] + ([KN5] if kn5 is not None else [])
         out += [(t, o, _against(s, kn5, t, o)) for o in rivals]
     return out
